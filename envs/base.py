@@ -1,0 +1,140 @@
+"""The env protocol: what every robot environment of vla-rl provides.
+
+An env is a :class:`gymnasium.Env` whose observation is a dict::
+
+    {
+        "images": {camera_name: uint8 array (H, W, 3)},   # upright, RGB
+        "state": float32 array (state_dim,),              # proprioception only
+        "instruction": str,                               # the language instruction
+    }
+
+and whose action space is a ``Box`` in the robot's own units. ``step`` reports
+``info["is_success"]`` (bool) every step. ``reset`` accepts::
+
+    options = {"task": "lift", "init_state": <a value from info["init_state"]>}
+
+``info["init_state"]`` (returned by ``reset``) restores the very same initial
+state when passed back, so that the envs of a GRPO group can start alike.
+
+Besides the gymnasium API an env describes itself through :class:`EnvSpec`
+(control frequency, cameras, state size, default episode length, tasks), which
+the trainer hands to the policy; envs and policies never import each other.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+#: Characters an instruction may contain (gymnasium's Text space needs a charset).
+INSTRUCTION_CHARSET = frozenset(string.ascii_letters + string.digits + " ,.'-!?")
+INSTRUCTION_MAX_LENGTH = 256
+
+
+class InvalidActionError(ValueError):
+    """Raised by ``step`` for an action that is NaN/inf or has the wrong shape."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What a policy and the trainer need to know about an env.
+
+    Attributes:
+        name: registry name of the env (e.g. ``"tabletop"``).
+        task: the task this instance runs.
+        tasks: every task the env offers.
+        camera_names: cameras in observation order.
+        image_size: (height, width) of every camera image.
+        state_dim: length of ``obs["state"]``.
+        action_low, action_high: bounds of the action Box, robot units, shape (A,).
+        action_names: one name per action dimension, e.g. ``("dx", "dy", "dz", "gripper")``.
+        control_hz: env steps per simulated second.
+        max_episode_steps: default episode length (truncation) of ``task``.
+    """
+
+    name: str
+    task: str
+    tasks: tuple[str, ...]
+    camera_names: tuple[str, ...]
+    image_size: tuple[int, int]
+    state_dim: int
+    action_low: tuple[float, ...]
+    action_high: tuple[float, ...]
+    action_names: tuple[str, ...]
+    control_hz: float
+    max_episode_steps: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.action_low)
+
+
+def make_observation_space(
+    camera_names: tuple[str, ...], image_size: tuple[int, int], state_dim: int
+) -> gym.spaces.Dict:
+    """The observation space every env of the protocol declares."""
+    height, width = image_size
+    images = gym.spaces.Dict(
+        {
+            name: gym.spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8)
+            for name in camera_names
+        }
+    )
+    return gym.spaces.Dict(
+        {
+            "images": images,
+            "state": gym.spaces.Box(-np.inf, np.inf, shape=(state_dim,), dtype=np.float32),
+            "instruction": gym.spaces.Text(
+                max_length=INSTRUCTION_MAX_LENGTH, min_length=1, charset=INSTRUCTION_CHARSET
+            ),
+        }
+    )
+
+
+def validate_action(action: Any, action_space: gym.spaces.Box) -> np.ndarray:
+    """Return ``action`` as float array of the space's shape, clipped to its bounds.
+
+    Raises:
+        InvalidActionError: wrong shape, or a NaN/inf entry, with what was expected.
+    """
+    array = np.asarray(action, dtype=np.float64)
+    if array.shape != action_space.shape:
+        raise InvalidActionError(
+            f"action has shape {array.shape}, expected {action_space.shape} "
+            f"(bounds low={action_space.low.tolist()}, high={action_space.high.tolist()})"
+        )
+    if not np.all(np.isfinite(array)):
+        bad = np.flatnonzero(~np.isfinite(array)).tolist()
+        raise InvalidActionError(
+            f"action contains NaN or inf at index {bad}: {array.tolist()}; "
+            "check the policy output (an unnormalisation with zero std gives this)"
+        )
+    return np.clip(array, action_space.low, action_space.high)
+
+
+class RobotEnv(gym.Env):
+    """Base class of protocol envs: subclasses set ``spec_info`` and the two spaces.
+
+    Subclasses implement ``reset`` and ``step`` with the observation and info
+    layout of the module docstring, and ``tasks`` (class attribute or property).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    env_spec: EnvSpec
+
+    @property
+    def control_hz(self) -> float:
+        return self.env_spec.control_hz
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        return self.env_spec.camera_names
+
+    @property
+    def max_episode_steps(self) -> int:
+        return self.env_spec.max_episode_steps

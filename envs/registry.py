@@ -1,0 +1,165 @@
+"""Env registry: names to factories.
+
+An env id is ``NAME`` or ``NAME/TASK`` (``tabletop/lift``, ``robosuite/Lift``).
+A factory is a callable ``factory(task=..., **kwargs) -> gymnasium.Env`` that
+follows the protocol of :mod:`envs.base`. Users plug in their own env without
+editing this repository, either by registering it::
+
+    from envs.registry import register
+    register("my_robot", "my_pkg.my_env:make", tasks=("pick", "place"))
+
+or by giving the factory's import path wherever a name is expected
+(``env.factory=my_pkg.my_env:make`` in a config, ``vla-rl envs check my_pkg.my_env:make``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+
+class UnknownEnvError(KeyError):
+    """An env name or task that is not registered; the message lists what is."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One registered env: where its factory lives and which tasks it offers."""
+
+    name: str
+    factory: str | Callable[..., gym.Env]
+    tasks: tuple[str, ...]
+    default_task: str
+    description: str = ""
+
+    def load_factory(self) -> Callable[..., gym.Env]:
+        if callable(self.factory):
+            return self.factory
+        return import_object(self.factory)
+
+
+_REGISTRY: dict[str, EnvEntry] = {}
+
+
+def import_object(path: str) -> Any:
+    """Import ``"package.module:attribute"`` and return the attribute."""
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"import path {path!r} must look like 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(
+            f"cannot import module {module_name!r} of factory {path!r}: {error}. "
+            "Is the package installed (pip install -e .) or on PYTHONPATH?"
+        ) from error
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ImportError(f"module {module_name!r} has no attribute {attribute!r} (from {path!r})") from None
+
+
+def register(
+    name: str,
+    factory: str | Callable[..., gym.Env],
+    tasks: Sequence[str],
+    default_task: str | None = None,
+    description: str = "",
+    overwrite: bool = False,
+) -> EnvEntry:
+    """Register an env factory under ``name``; returns the entry."""
+    if "/" in name or ":" in name:
+        raise ValueError(f"env name {name!r} may not contain '/' or ':'")
+    if not tasks:
+        raise ValueError(f"env {name!r} must offer at least one task")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"env {name!r} is already registered; pass overwrite=True to replace it")
+    entry = EnvEntry(name, factory, tuple(tasks), default_task or tasks[0], description)
+    _REGISTRY[name] = entry
+    return entry
+
+
+def registered() -> dict[str, EnvEntry]:
+    """All registered envs by name (built-ins included)."""
+    _register_builtins()
+    return dict(_REGISTRY)
+
+
+def parse_env_id(env_id: str) -> tuple[str, str | None]:
+    """Split ``NAME/TASK`` into (name, task); task is None when absent."""
+    name, _, task = env_id.partition("/")
+    return name, (task or None)
+
+
+def resolve(env_id: str) -> tuple[EnvEntry, str]:
+    """Find the entry and task of an env id or import path.
+
+    Raises:
+        UnknownEnvError: the name or task is unknown; lists the available ones.
+    """
+    if ":" in env_id:  # a factory import path, optionally followed by /TASK
+        path, _, task = env_id.partition("/")
+        factory = import_object(path)
+        tasks = tuple(getattr(factory, "tasks", ()) or ((task,) if task else ("default",)))
+        entry = EnvEntry(path, factory, tasks, tasks[0])
+        return entry, task or entry.default_task
+    entries = registered()
+    name, task = parse_env_id(env_id)
+    if name not in entries:
+        raise UnknownEnvError(
+            f"unknown env {name!r}; available envs: {', '.join(sorted(entries))} "
+            "(or give a factory as 'package.module:function')"
+        )
+    entry = entries[name]
+    task = task or entry.default_task
+    if task not in entry.tasks:
+        raise UnknownEnvError(
+            f"env {name!r} has no task {task!r}; available tasks: {', '.join(entry.tasks)}"
+        )
+    return entry, task
+
+
+def make(env_id: str, **kwargs: Any) -> gym.Env:
+    """Build the env ``NAME[/TASK]`` (or ``package.module:function[/TASK]``)."""
+    entry, task = resolve(env_id)
+    return entry.load_factory()(task=task, **kwargs)
+
+
+_BUILTINS_REGISTERED = False
+
+
+def _register_builtins() -> None:
+    """Register the envs that ship with vla-rl (lazily: importing them is cheap, building is not)."""
+    global _BUILTINS_REGISTERED
+    if _BUILTINS_REGISTERED:
+        return
+    _BUILTINS_REGISTERED = True
+    from envs.builtin.tasks import TASKS
+
+    register(
+        "tabletop",
+        "envs.builtin.tabletop:make_tabletop_env",
+        tasks=tuple(TASKS),
+        default_task="reach",
+        description="built-in MuJoCo tabletop suite: primitive-geometry arm, blocks, bowl, drawer",
+        overwrite=True,
+    )
+    try:
+        from envs.robosuite import ROBOSUITE_TASKS
+    except ImportError:
+        return
+    register(
+        "robosuite",
+        "envs.robosuite:make_robosuite_env",
+        tasks=tuple(ROBOSUITE_TASKS),
+        default_task=ROBOSUITE_TASKS[0],
+        description="robosuite tasks through the vla-rl protocol",
+        overwrite=True,
+    )

@@ -1,0 +1,73 @@
+"""The contract every action head obeys, so that PPO and GRPO treat all heads alike.
+
+A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` in
+*normalised* action units (the policy unnormalises them with dataset statistics).
+
+- ``sample(embedding, deterministic=False, generator=None) -> (actions, replay)``:
+  ``actions`` is ``(B, H, A)``; ``replay`` is a dict of tensors with leading batch dim
+  ``B`` that holds everything ``log_prob`` needs to recompute the exact log-probability
+  of this sample later (for a diffusion or flow head: the denoising chain and the
+  chosen stochastic step). ``deterministic=True`` is the evaluation mode (mean action,
+  ODE sampling, ...).
+- ``log_prob(embedding, actions, replay) -> (log_prob, entropy)``: per action dimension,
+  both ``(B, H, A)``; ``entropy`` is ``None`` where the head has no closed form.
+  Differentiable with respect to the head's parameters (and the embedding).
+- ``bc_loss(embedding, actions, mask=None) -> scalar``: behaviour-cloning loss on
+  normalised expert chunks ``(B, H, A)``; ``mask`` ``(B, H)`` marks valid steps.
+- ``set_training_step(step)``: lets a head follow a schedule over RL training steps
+  (noise-level annealing of the flow head); a no-op for heads without schedules.
+
+:func:`reduce_log_prob` turns per-dimension log-probs into the granularity an
+algorithm asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+LogProbGranularity = Literal["dimension", "action", "chunk"]
+
+
+class ActionHead(nn.Module):
+    """Base class of action heads; see the module docstring for the contract."""
+
+    chunk_size: int
+    action_dim: int
+
+    def sample(
+        self,
+        embedding: torch.Tensor,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def log_prob(
+        self, embedding: torch.Tensor, actions: torch.Tensor, replay: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def bc_loss(
+        self, embedding: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def set_training_step(self, step: int) -> None:
+        """Tell the head the current RL training step (for annealed schedules). Default: no-op."""
+
+
+def reduce_log_prob(log_prob: torch.Tensor, granularity: LogProbGranularity) -> torch.Tensor:
+    """Reduce per-dimension log-probs ``(B, H, A)`` to the asked granularity.
+
+    Returns ``(B, H, A)`` for "dimension", ``(B, H)`` for "action", ``(B,)`` for "chunk".
+    """
+    if granularity == "dimension":
+        return log_prob
+    if granularity == "action":
+        return log_prob.sum(-1)
+    if granularity == "chunk":
+        return log_prob.sum((-2, -1))
+    raise ValueError(f"unknown log-prob granularity {granularity!r}; use 'dimension', 'action' or 'chunk'")

@@ -1,0 +1,24 @@
+"""Test-wide settings: offline, headless, and the malloc settings of PLATFORM_NOTES.md."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+for key, value in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "WANDB_MODE": "offline",
+    "MUJOCO_GL": "egl",
+    "PYOPENGL_PLATFORM": "egl",
+    "RAY_AUTH_MODE": "disabled",
+    "MALLOC_MMAP_THRESHOLD_": "1000000000",
+    "MALLOC_TRIM_THRESHOLD_": "1000000000",
+}.items():
+    os.environ.setdefault(key, value)
+
+# Test-only env packages (tests/support) are importable by import path, as a user's own package would be.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -1,0 +1,105 @@
+"""A small protocol env used by the tests of the registry and the conformance kit.
+
+A point on a plane moves towards a goal square; the picture is drawn with numpy. It is
+deliberately outside the framework's packages: it is registered by import path only,
+as a user's own env would be. Subclasses with one defect each test that the kit fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
+
+TASKS = ("reach_red", "reach_blue")
+COLOURS = {"reach_red": (220, 40, 40), "reach_blue": (40, 40, 220)}
+
+
+class PointEnv(RobotEnv):
+    def __init__(self, task: str = "reach_red", image_size: int = 32, max_episode_steps: int = 20):
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; available tasks: {', '.join(TASKS)}")
+        self.env_spec = EnvSpec(
+            name="point", task=task, tasks=TASKS, camera_names=("top",), image_size=(image_size, image_size),
+            state_dim=2, action_low=(-0.1, -0.1), action_high=(0.1, 0.1), action_names=("dx", "dy"),
+            control_hz=10.0, max_episode_steps=max_episode_steps,
+        )  # fmt: skip
+        self.observation_space = make_observation_space(("top",), (image_size, image_size), 2)
+        self.action_space = __import__("gymnasium").spaces.Box(-0.1, 0.1, shape=(2,), dtype=np.float32)
+        self.task = task
+        self.position = np.zeros(2)
+        self.goal = np.zeros(2)
+        self.steps = 0
+
+    def _observation(self) -> dict:
+        size = self.env_spec.image_size[0]
+        image = np.full((size, size, 3), 200, np.uint8)
+        gx, gy = ((self.goal + 1) / 2 * (size - 4)).astype(int)
+        image[gy : gy + 4, gx : gx + 4] = COLOURS[self.task]
+        px, py = ((self.position + 1) / 2 * (size - 2)).astype(int)
+        image[py : py + 2, px : px + 2] = 0
+        colour = self.task.split("_")[1]
+        return {
+            "images": {"top": image},
+            "state": self.position.astype(np.float32),
+            "instruction": f"move to the {colour} square",
+        }
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        options = options or {}
+        self.task = options.get("task", self.task)
+        if "init_state" in options:
+            state = options["init_state"]
+            self.task = state["task"]
+            self.position, self.goal = np.array(state["position"]), np.array(state["goal"])
+        else:
+            self.position = self.np_random.uniform(-0.8, 0.8, 2)
+            self.goal = self.np_random.uniform(-0.8, 0.8, 2)
+        self.steps = 0
+        init_state = {"task": self.task, "position": self.position.tolist(), "goal": self.goal.tolist()}
+        return self._observation(), {"init_state": init_state, "task": self.task}
+
+    def step(self, action):
+        action = validate_action(action, self.action_space)
+        self.position = np.clip(self.position + action, -1, 1)
+        self.steps += 1
+        success = bool(np.linalg.norm(self.position - self.goal) < 0.1)
+        truncated = self.steps >= self.env_spec.max_episode_steps
+        return self._observation(), float(success), success, truncated, {"is_success": success, "task": self.task}
+
+
+def make(task: str = "reach_red", **kwargs) -> PointEnv:
+    return PointEnv(task=task, **kwargs)
+
+
+make.tasks = TASKS
+
+
+class NondeterministicPointEnv(PointEnv):
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        self.position = np.random.uniform(-0.8, 0.8, 2)  # ignores the seed
+        return self._observation(), info
+
+
+class BlankImagePointEnv(PointEnv):
+    def _observation(self) -> dict:
+        observation = super()._observation()
+        observation["images"]["top"][:] = 0
+        return observation
+
+
+class NaNAcceptingPointEnv(PointEnv):
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (2,):
+            return super().step(action)
+        self.position = np.nan_to_num(np.clip(self.position + action, -1, 1))
+        return self._observation(), 0.0, False, False, {"is_success": False, "task": self.task}
+
+
+class IgnoresInitStatePointEnv(PointEnv):
+    def reset(self, *, seed=None, options=None):
+        options = {k: v for k, v in (options or {}).items() if k != "init_state"}
+        return super().reset(seed=seed, options=options)

@@ -1,0 +1,155 @@
+"""`vla-rl collect`: scripted-expert demonstrations written to disk.
+
+For each task, a scripted expert (``envs.experts``) runs seeded episodes; each finished
+episode is stored at once (:class:`vla_rl.data.demos.EpisodeStore`), so an interrupted
+collection loses nothing and a rerun continues where it stopped. At the end, the episodes
+are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.data.demos`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from envs.experts import get_expert
+from envs.registry import make, resolve
+from vla_rl.data.demos import Episode, EpisodeStore, write_dataset
+
+
+@dataclass
+class CollectionResult:
+    dataset_path: Path
+    stats_path: Path
+    episodes_by_task: dict[str, int]
+    attempts_by_task: dict[str, int]
+
+
+def episode_seed(base_seed: int, task: str, attempt: int) -> int:
+    """A seed per (run seed, task, attempt) that does not depend on the order of tasks."""
+    digest = hashlib.sha256(f"{base_seed}/{task}".encode()).digest()
+    return (int.from_bytes(digest[:4], "little") + attempt) % (2**31 - 1)
+
+
+def run_expert_episode(env: Any, expert: Any, seed: int) -> Episode:
+    """One episode of ``expert`` in ``env`` from ``reset(seed=seed)``, recorded step by step."""
+    observation, info = env.reset(seed=seed)
+    expert.reset()
+    images: dict[str, list[np.ndarray]] = {camera: [] for camera in observation["images"]}
+    states, actions, rewards, successes = [], [], [], []
+    done = False
+    success = False
+    while not done:
+        action = np.asarray(expert.act(observation), dtype=np.float32)
+        for camera, frame in observation["images"].items():
+            images[camera].append(frame)
+        states.append(observation["state"])
+        actions.append(action)
+        observation, reward, terminated, truncated, step_info = env.step(action)
+        rewards.append(reward)
+        success = success or bool(step_info["is_success"])
+        successes.append(bool(step_info["is_success"]))
+        done = terminated or truncated
+    return Episode(
+        task=info.get("task", ""),
+        instruction=observation["instruction"],
+        seed=seed,
+        success=success,
+        images={camera: np.stack(frames) for camera, frames in images.items()},
+        states=np.stack(states).astype(np.float32),
+        actions=np.stack(actions),
+        rewards=np.asarray(rewards, np.float32),
+        successes=np.asarray(successes),
+        init_state=info.get("init_state"),
+    )
+
+
+def collect_demonstrations(
+    env_id: str,
+    tasks: Sequence[str],
+    env_kwargs: dict[str, Any],
+    output: str | Path,
+    episodes_per_task: int,
+    noise_std: float = 0.0,
+    keep_failed: bool = False,
+    max_attempts_per_episode: int = 5,
+    valid_fraction: float = 0.1,
+    seed: int = 0,
+    show_progress: bool = True,
+) -> CollectionResult:
+    """Collect ``episodes_per_task`` expert episodes for each task into ``output``.
+
+    Raises:
+        RuntimeError: a task's expert failed too often (``max_attempts_per_episode`` per episode).
+    """
+    output = Path(output)
+    store = EpisodeStore(output)
+    entry, _ = resolve(env_id)
+    stored = store.count_by_task()
+    attempts_by_task: dict[str, int] = {}
+    total_missing = sum(max(0, episodes_per_task - stored.get(task, 0)) for task in tasks)
+    progress = tqdm(total=total_missing, desc="collect", unit="episode", disable=not show_progress)
+    try:
+        for task in tasks:
+            needed = episodes_per_task - stored.get(task, 0)
+            if needed <= 0:
+                continue
+            attempts_by_task[task] = _collect_task(
+                entry.name, task, env_kwargs, store, needed, noise_std, keep_failed,
+                max_attempts_per_episode, seed, progress=progress,
+            )  # fmt: skip
+    finally:
+        progress.close()
+        kept = list(store.episodes())
+        if kept:
+            dataset_path, stats_path = write_dataset(
+                output, kept, env_id, env_kwargs, valid_fraction=valid_fraction, seed=seed
+            )
+    counts: dict[str, int] = {}
+    for episode in kept:
+        counts[episode.task] = counts.get(episode.task, 0) + 1
+    return CollectionResult(dataset_path, stats_path, counts, attempts_by_task)
+
+
+def _collect_task(
+    env_name: str,
+    task: str,
+    env_kwargs: dict[str, Any],
+    store: EpisodeStore,
+    needed: int,
+    noise_std: float,
+    keep_failed: bool,
+    max_attempts_per_episode: int,
+    seed: int,
+    progress: tqdm,
+) -> int:
+    env = make(f"{env_name}/{task}", **env_kwargs)
+    try:
+        expert = get_expert(env_name, task, env, noise_std=noise_std, seed=seed)
+        done_seeds = store.seeds_of_task(task)
+        collected = attempts = attempt = 0
+        while collected < needed:
+            if attempts >= needed * max_attempts_per_episode:
+                raise RuntimeError(
+                    f"the expert for {env_name}/{task} succeeded in only {collected} of {attempts} episodes; "
+                    f"lower collect.noise_std (now {noise_std}) or raise collect.max_attempts_per_episode"
+                )
+            episode_seed_value = episode_seed(seed, task, attempt)
+            attempt += 1
+            if episode_seed_value in done_seeds:  # stored by an earlier, interrupted run
+                continue
+            episode = run_expert_episode(env, expert, episode_seed_value)
+            episode.task = task
+            attempts += 1
+            if episode.success or keep_failed:
+                store.add(episode)
+                collected += 1
+                progress.update(1)
+        return attempts
+    finally:
+        env.close()

@@ -1,0 +1,56 @@
+"""Dataset statistics (mean, std, min, max, q01, q99) of actions and states.
+
+Saved as ``stats.json`` next to a dataset, in the layout the policies' normaliser reads::
+
+    {"action": {"mean": [...], "std": [...], "min": [...], "max": [...], "q01": [...], "q99": [...]},
+     "state":  {...same keys...},
+     "num_episodes": int, "num_samples": int}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+STAT_KEYS = ("mean", "std", "min", "max", "q01", "q99")
+
+
+def feature_statistics(values: np.ndarray) -> dict[str, list[float]]:
+    """Statistics over the first axis of ``values`` ``(N, D)``, each a list of length D."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] == 0:
+        raise ValueError(f"statistics need a non-empty (N, D) array, got shape {values.shape}")
+    return {
+        "mean": values.mean(0).tolist(),
+        "std": values.std(0).tolist(),
+        "min": values.min(0).tolist(),
+        "max": values.max(0).tolist(),
+        "q01": np.quantile(values, 0.01, axis=0).tolist(),
+        "q99": np.quantile(values, 0.99, axis=0).tolist(),
+    }
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """Write JSON to ``path`` through a temporary name, so a crash never leaves half a file."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(payload, indent=2))
+    os.replace(temporary, path)
+
+
+def load_statistics(path: str | Path) -> dict:
+    """Read a ``stats.json``; a missing file or feature names the path."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset statistics file {path} does not exist; run `vla-rl collect` to make it")
+    stats = json.loads(path.read_text())
+    for feature in ("action", "state"):
+        if feature not in stats:
+            raise KeyError(f"statistics file {path} lacks the feature {feature!r}")
+        missing = [key for key in STAT_KEYS if key not in stats[feature]]
+        if missing:
+            raise KeyError(f"statistics file {path}: feature {feature!r} lacks {missing}")
+    return stats
