@@ -19,6 +19,9 @@ for key, value in {
     os.environ.setdefault(key, value)
 
 # Test-only env packages (tests/support) are importable by import path, as a user's own package would be.
-sys.path.insert(0, str(Path(__file__).parent / "support"))
+SUPPORT = str(Path(__file__).parent / "support")
+sys.path.insert(0, SUPPORT)
+# ...and in worker processes (Ray workers inherit the environment, not sys.path).
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
 
 ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import numpy as np
+import point_env
+import pytest
+import ray
+
+from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.workers.chunked_envs import ChunkedEnvs
+from vla_rl.workers.env_group import EnvWorkerGroup
+from vla_rl.workers.env_worker import EnvWorkerConfig
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    init_ray(num_cpus=4)
+    yield
+    ray.shutdown()
+
+
+def config(**overrides) -> EnvWorkerConfig:
+    values = dict(env_id="point_env:make", env_kwargs={"max_episode_steps": 5}, tasks=("reach_red", "reach_blue"),
+                  envs_per_stage=2, num_stages=2, base_seed=3)  # fmt: skip
+    values.update(overrides)
+    return EnvWorkerConfig(**values)
+
+
+def test_group_matches_the_same_envs_stepped_in_process(ray_session):
+    group = EnvWorkerGroup(config(), num_workers=2, num_cpus_per_worker=0.5)
+    try:
+        observation = group.reset(stage=1)
+        assert observation["state"].shape == (4, 2)
+        # Env j of the whole group gets task j % 2; stage 1 of worker 0 holds global envs 2, 3.
+        assert observation["instruction"] == ["move to the red square", "move to the blue square"] * 2
+        rng = np.random.default_rng(0)
+        chunks = rng.uniform(-0.1, 0.1, (4, 3, 2)).astype(np.float32)
+        result = group.step(1, chunks)
+        # Reference: worker 1's stage-1 envs (global 6, 7) built in this process the same way.
+        reference = ChunkedEnvs(lambda i: point_env.make(("reach_red", "reach_blue")[(6 + i) % 2], max_episode_steps=5),
+                                2, base_seed=3 + 6 * 100_003)  # fmt: skip
+        reference.reset()
+        expected = reference.step(chunks[2:])
+        np.testing.assert_array_equal(result.observation["state"][2:], expected.observation["state"])
+        np.testing.assert_array_equal(result.reward[2:], expected.reward)
+    finally:
+        group.close()
+
+
+def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
+    group = EnvWorkerGroup(config(num_stages=2), num_workers=2, num_cpus_per_worker=0.5)
+    try:
+        for stage in range(2):
+            group.reset(stage)
+        chunks = np.zeros((4, 2, 2), np.float32)
+        ray.get(group.workers[1].inject_crash.remote(after_steps=0))
+        result = group.step(0, chunks)
+        assert group.restarts == 1
+        assert result.truncated.tolist() == [False, False, True, True]
+        assert result.steps_executed.tolist() == [2, 2, 0, 0]
+        # The other stage of the replaced worker reports truncation once, then runs normally.
+        other = group.step(1, chunks)
+        assert other.truncated.tolist() == [False, False, True, True]
+        again = group.step(1, chunks)
+        assert again.steps_executed.tolist() == [2, 2, 2, 2]
+    finally:
+        group.close()
+
+
+def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
+    group = EnvWorkerGroup(config(num_stages=1), num_workers=1, num_cpus_per_worker=0.5)
+    try:
+        group.reset(0)
+        bad = np.full((2, 1, 2), np.nan, np.float32)
+        result = group.step(0, bad)
+        assert group.restarts == 1 and result.truncated.all()
+        assert "InvalidActionError" in group.failures[0] and "NaN" in group.failures[0]
+        assert "in validate_action" in group.failures[0]  # the frame that raised, from the remote traceback
+    finally:
+        group.close()

@@ -1,0 +1,57 @@
+"""Process groups for the actor ranks: one call to join, one to leave."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from vla_rl.runtime.device import distributed_backend
+
+
+def free_port() -> int:
+    """A TCP port that is free on this host now (for the rendezvous of rank 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_distributed(
+    rank: int, world_size: int, master_addr: str, master_port: int, device: torch.device, timeout_s: float = 600
+) -> DeviceMesh:
+    """Join the process group (gloo on CPU, nccl on CUDA) and return the 1-D data-parallel mesh.
+
+    The mesh is created on ``device``'s type explicitly: torch here is a CUDA build and would
+    otherwise choose a GPU where one exists (PLATFORM_NOTES.md).
+    """
+    os.environ["MASTER_ADDR"] = master_addr
+    os.environ["MASTER_PORT"] = str(master_port)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(
+            backend=distributed_backend(device),
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+    return init_device_mesh(device.type, (world_size,), mesh_dim_names=("dp",))
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group; the barrier first, or the process can abort at exit (PLATFORM_NOTES.md)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
+    """Sum over ranks (identity without a process group)."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value

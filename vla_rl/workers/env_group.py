@@ -1,0 +1,196 @@
+"""The driver's handle on the env workers: fan out, gather in env order, replace the dead.
+
+Env order of a stage: worker 0's envs of that stage, then worker 1's, and so on. The
+batch of stage ``s`` therefore has ``num_workers * envs_per_stage`` rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import ray
+
+from vla_rl.workers.chunked_envs import ChunkResult, Observation
+from vla_rl.workers.env_worker import EnvWorker, EnvWorkerConfig, describe_actor_failure
+
+logger = logging.getLogger(__name__)
+
+
+def concat_observations(parts: list[Observation]) -> Observation:
+    return {
+        "images": {camera: np.concatenate([p["images"][camera] for p in parts]) for camera in parts[0]["images"]},
+        "state": np.concatenate([p["state"] for p in parts]),
+        "instruction": [text for p in parts for text in p["instruction"]],
+    }
+
+
+def concat_results(parts: list[ChunkResult], envs_per_part: int) -> ChunkResult:
+    finished = []
+    for offset, part in enumerate(parts):
+        for episode in part.finished_episodes:
+            finished.append({**episode, "env_index": episode["env_index"] + offset * envs_per_part})
+    return ChunkResult(
+        observation=concat_observations([p.observation for p in parts]),
+        reward=np.concatenate([p.reward for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        success=np.concatenate([p.success for p in parts]),
+        steps_executed=np.concatenate([p.steps_executed for p in parts]),
+        active=np.concatenate([p.active for p in parts]),
+        final_observation=concat_observations([p.final_observation for p in parts]),
+        finished_episodes=finished,
+    )
+
+
+@dataclass
+class _PendingStep:
+    stage: int
+    futures: list[Any]
+    actions: np.ndarray
+
+
+@dataclass
+class EnvWorkerGroup:
+    """``num_workers`` env workers with ``num_stages`` stages of ``envs_per_stage`` envs each."""
+
+    base: EnvWorkerConfig
+    num_workers: int
+    num_cpus_per_worker: float = 1.0
+    restarts: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._remote_class = ray.remote(EnvWorker)
+        self.workers = [self._start(index) for index in range(self.num_workers)]
+        # The last observation of each stage (for the truncation of a dead worker's episodes).
+        self._last_observation: dict[int, Observation] = {}
+        # (worker, stage) pairs whose envs were replaced and must report truncation at their next step,
+        # with the replacement envs' first observation.
+        self._replaced: set[tuple[int, int]] = set()
+        self._fresh: dict[tuple[int, int], Observation] = {}
+
+    @property
+    def envs_per_stage(self) -> int:
+        return self.base.envs_per_stage
+
+    @property
+    def num_stages(self) -> int:
+        return self.base.num_stages
+
+    @property
+    def stage_size(self) -> int:
+        return self.num_workers * self.base.envs_per_stage
+
+    def _config_of(self, index: int) -> EnvWorkerConfig:
+        offset = index * self.base.envs_per_stage * self.base.num_stages
+        return replace(self.base, global_offset=offset)
+
+    def _start(self, index: int):
+        return self._remote_class.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
+            self._config_of(index)
+        )
+
+    def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
+        """Reset the envs of ``stage``; per-env lists are in stage env order."""
+        size = self.envs_per_stage
+        futures = [
+            worker.reset.remote(
+                stage,
+                None if seeds is None else list(seeds[i * size : (i + 1) * size]),
+                None if init_states is None else list(init_states[i * size : (i + 1) * size]),
+                None if tasks is None else list(tasks[i * size : (i + 1) * size]),
+            )
+            for i, worker in enumerate(self.workers)
+        ]
+        observation = concat_observations(ray.get(futures))
+        self._last_observation[stage] = observation
+        for index in range(self.num_workers):
+            self._replaced.discard((index, stage))
+            self._fresh.pop((index, stage), None)
+        return observation
+
+    def init_states(self, stage: int) -> list[Any]:
+        return [s for part in ray.get([w.init_states.remote(stage) for w in self.workers]) for s in part]
+
+    def step_async(self, stage: int, action_chunks: np.ndarray) -> _PendingStep:
+        """Start stepping ``stage`` with ``action_chunks`` ``(stage_size, H, A)``; finish with :meth:`wait`."""
+        if action_chunks.shape[0] != self.stage_size:
+            raise ValueError(f"stage {stage} has {self.stage_size} envs, got {action_chunks.shape[0]} action chunks")
+        size = self.envs_per_stage
+        futures = [
+            None if (i, stage) in self._replaced else worker.step.remote(stage, action_chunks[i * size : (i + 1) * size])
+            for i, worker in enumerate(self.workers)
+        ]
+        return _PendingStep(stage, futures, action_chunks)
+
+    def wait(self, pending: _PendingStep) -> ChunkResult:
+        parts = []
+        for index, future in enumerate(pending.futures):
+            if future is None:  # this worker was replaced while another stage stepped
+                part = self._truncated_part(index, pending.stage, self._fresh.pop((index, pending.stage)))
+            else:
+                try:
+                    part = ray.get(future)
+                except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+                    part = self._replace_worker(index, pending.stage, error)
+            parts.append(part)
+        result = concat_results(parts, self.envs_per_stage)
+        self._last_observation[pending.stage] = result.observation
+        return result
+
+    def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
+        return self.wait(self.step_async(stage, action_chunks))
+
+    def _slice_observation(self, stage: int, index: int) -> Observation:
+        size = self.envs_per_stage
+        observation = self._last_observation[stage]
+        return {
+            "images": {k: v[index * size : (index + 1) * size] for k, v in observation["images"].items()},
+            "state": observation["state"][index * size : (index + 1) * size],
+            "instruction": observation["instruction"][index * size : (index + 1) * size],
+        }
+
+    def _truncated_part(self, index: int, stage: int, fresh: Observation) -> ChunkResult:
+        """Every env of (worker, stage) ended by truncation; ``fresh`` is the replacement's observation."""
+        self._replaced.discard((index, stage))
+        size = self.envs_per_stage
+        return ChunkResult(
+            observation=fresh,
+            reward=np.zeros(size, np.float32),
+            terminated=np.zeros(size, bool),
+            truncated=np.ones(size, bool),
+            success=np.zeros(size, bool),
+            steps_executed=np.zeros(size, np.int64),
+            active=np.ones(size, bool),
+            final_observation=self._slice_observation(stage, index),
+        )
+
+    def _replace_worker(self, index: int, stage: int, error: BaseException) -> ChunkResult:
+        description = describe_actor_failure(error)
+        logger.warning("env worker %d failed; replacing it. Original error:\n%s", index, description)
+        self.failures.append(description)
+        self.restarts += 1
+        try:
+            ray.kill(self.workers[index], no_restart=True)
+        except Exception:  # noqa: BLE001 - it may already be gone
+            pass
+        self.workers[index] = self._start(index)
+        fresh = ray.get([self.workers[index].reset.remote(s) for s in range(self.num_stages)])
+        if not self.base.auto_reset:
+            ray.get([self.workers[index].deactivate.remote(s) for s in range(self.num_stages)])
+        for other in range(self.num_stages):
+            if other != stage:
+                self._replaced.add((index, other))
+                self._fresh[(index, other)] = fresh[other]
+        return self._truncated_part(index, stage, fresh[stage])
+
+    def close(self) -> None:
+        for worker in self.workers:
+            try:
+                ray.get(worker.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - closing a dead worker is not an error
+                pass
+            ray.kill(worker, no_restart=True)

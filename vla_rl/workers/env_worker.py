@@ -1,0 +1,104 @@
+"""Env workers: Ray actors holding persistent envs, split into pipeline stages.
+
+An :class:`EnvWorker` builds its envs once (inside its own process, so no fork happens
+after rendering started) and keeps them across iterations. Its envs are split into
+``num_stages`` :class:`~vla_rl.workers.chunked_envs.ChunkedEnvs`; while one stage steps,
+the rollout worker computes actions for another.
+
+:class:`EnvWorkerGroup` (driver side) owns the actors: it fans calls out, gathers the
+results in env order, and replaces a worker that died (an exception in the simulator or a
+crashed process): the replacement starts fresh episodes, the unfinished episodes of the
+dead worker are reported as truncated, and ``restarts`` counts the replacements.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EnvWorkerConfig:
+    """How to build the envs of one worker.
+
+    ``tasks`` are assigned round-robin over the worker's envs; env ``j`` of the whole group
+    (``global_offset + j``) gets ``tasks[(global_offset + j) % len(tasks)]``.
+    """
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    tasks: tuple[str, ...]
+    envs_per_stage: int
+    num_stages: int = 1
+    base_seed: int = 0
+    auto_reset: bool = True
+    global_offset: int = 0
+
+
+class EnvWorker:
+    """The process that simulates; wrapped by ``ray.remote`` in :class:`EnvWorkerGroup`."""
+
+    def __init__(self, config: EnvWorkerConfig):
+        from envs.registry import make
+        from vla_rl.runtime_env import apply_runtime_defaults
+
+        apply_runtime_defaults()
+        self.config = config
+        self.stages: list[ChunkedEnvs] = []
+        for stage in range(config.num_stages):
+            first = config.global_offset + stage * config.envs_per_stage
+
+            def make_env(index: int, first: int = first) -> Any:
+                task = config.tasks[(first + index) % len(config.tasks)]
+                return make(f"{config.env_id}/{task}", **config.env_kwargs)
+
+            self.stages.append(
+                ChunkedEnvs(make_env, config.envs_per_stage, config.base_seed + first * 100_003, config.auto_reset)
+            )
+        self._fail_after_steps: int | None = None
+
+    def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
+        return self.stages[stage].reset(seeds, init_states, tasks)
+
+    def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
+        if self._fail_after_steps is not None:
+            self._fail_after_steps -= 1
+            if self._fail_after_steps < 0:
+                import os
+
+                os._exit(1)  # a simulated simulator crash (fault-injection for tests)
+        return self.stages[stage].step(action_chunks)
+
+    def deactivate(self, stage: int) -> None:
+        """End the episodes of ``stage`` without reset (one-episode-per-env mode after a replacement)."""
+        self.stages[stage].active[:] = False
+
+    def init_states(self, stage: int) -> list[Any]:
+        return list(self.stages[stage].init_states)
+
+    def inject_crash(self, after_steps: int) -> None:
+        """Test hook: the process dies (as a simulator segfault would) after ``after_steps`` more steps."""
+        self._fail_after_steps = after_steps
+
+    def close(self) -> None:
+        for stage in self.stages:
+            stage.close()
+
+
+def describe_actor_failure(error: BaseException) -> str:
+    """The original exception and its remote traceback for a failed Ray call, not only 'actor died'."""
+    import ray
+
+    if isinstance(error, ray.exceptions.RayTaskError):
+        cause = error.cause
+        header = f"{type(cause).__name__}: {cause}\n" if cause is not None else ""
+        return header + "remote traceback:\n" + str(error)
+    return f"{type(error).__name__}: {error}\n" + "".join(traceback.format_exception(error))
