@@ -1,0 +1,11 @@
+"""The subcommands of `vla-rl`: one module each, with a `register(subparsers)` function."""
+
+from __future__ import annotations
+
+# In the order `vla-rl --help` lists them.
+COMMAND_MODULES = (
+    "vla_rl.commands.pending",
+    "vla_rl.commands.collect",
+    "vla_rl.commands.bench",
+    "vla_rl.commands.envs",
+)
