@@ -39,7 +39,7 @@ def episode_seed(base_seed: int, task: str, attempt: int) -> int:
 def run_expert_episode(env: Any, expert: Any, seed: int) -> Episode:
     """One episode of ``expert`` in ``env`` from ``reset(seed=seed)``, recorded step by step."""
     observation, info = env.reset(seed=seed)
-    expert.reset()
+    expert.reset(seed=seed)
     images: dict[str, list[np.ndarray]] = {camera: [] for camera in observation["images"]}
     states, actions, rewards, successes = [], [], [], []
     done = False

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+import point_env
 import pytest
 
-import point_env
 from envs.checks import CheckResult, ConformanceError, run_checks
 
 

@@ -1,0 +1,245 @@
+"""The built-in MuJoCo tabletop env: a primitive-geometry arm, three blocks, a bowl, a drawer.
+
+Timing: physics timestep 0.005 s (``assets/tabletop/scene.xml``), control at 10 Hz, so one env
+step runs ``mj_step(model, data, nstep=20)``. 5 ms is the largest step at which grasps stay
+stable with the stiff finger servos (12 N squeeze, elliptic friction cones); 10 Hz keeps episodes
+short (30-60 steps) for cheap RL on CPU.
+
+Action (robot units), shape (4,) or (5,) with ``control_yaw=True``::
+
+    [dx, dy, dz, (dyaw,) gripper]
+
+``dx, dy, dz`` in [-0.05, 0.05] m move the end-effector target (the grip site between the finger
+pads) per step; the target is clipped to the workspace box ``WORKSPACE_LOW..WORKSPACE_HIGH``.
+``dyaw`` in [-0.25, 0.25] rad turns the gripper about the vertical (yaw limited to +-pi/2).
+``gripper`` in [-1, 1]: -1 fully open, +1 closed (finger targets in between are proportional).
+Every step the env solves the arm's inverse kinematics (:mod:`envs.builtin.arm`) for the target,
+gripper pointing down, and sends the joint angles to the position servos.
+
+State ``obs["state"]`` (float32, 9): ``[ee_x, ee_y, ee_z, sin(yaw), cos(yaw), gripper_opening,
+ee_vx, ee_vy, ee_vz]``: grip site position (m, world frame, origin at the arm base on the table
+top), gripper yaw, distance between finger pads (m, 0..0.09) and grip site velocity over the last
+step (m/s).
+
+Rewards: sparse 1.0 on the step the task succeeds (the episode then terminates); with
+``dense_reward=True`` each step adds ``0.1 * progress`` (task-specific shaping in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
+from envs.builtin.arm import solve_ik
+from envs.builtin.assets import load_tabletop_model
+from envs.builtin.layout_io import check_init_state
+from envs.builtin.rendering import CameraRenderer
+from envs.builtin.scene import FINGER_OPEN, TabletopScene
+from envs.builtin.tasks import TASKS, TabletopTask, sample_layout
+
+CONTROL_HZ = 10.0
+MAX_POSITION_DELTA = 0.05
+MAX_YAW_DELTA = 0.25
+YAW_LIMIT = np.pi / 2
+WORKSPACE_LOW = np.array([0.20, -0.30, 0.015])
+WORKSPACE_HIGH = np.array([0.60, 0.30, 0.35])
+DENSE_REWARD_SCALE = 0.1
+CAMERAS = ("front", "wrist")
+STATE_DIM = 9
+
+
+def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
+    if isinstance(image_size, int):
+        return (image_size, image_size)
+    height, width = image_size
+    return (int(height), int(width))
+
+
+class TabletopEnv(RobotEnv):
+    """One tabletop scene running one task at a time (switchable at reset)."""
+
+    tasks = tuple(TASKS)
+
+    def __init__(
+        self,
+        task: str = "reach",
+        image_size: int | tuple[int, int] = 64,
+        cameras: tuple[str, ...] = CAMERAS,
+        control_yaw: bool = False,
+        dense_reward: bool = False,
+        max_episode_steps: int | None = None,
+        render_quality: str = "fast",
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        unknown = [name for name in cameras if name not in CAMERAS]
+        if unknown:
+            raise ValueError(f"unknown camera(s) {unknown}; the tabletop cameras are {list(CAMERAS)}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+        self.model = load_tabletop_model()
+        self.data = mujoco.MjData(self.model)
+        self.scene = TabletopScene(self.model, self.data)
+        self.substeps = int(round(1.0 / (CONTROL_HZ * self.model.opt.timestep)))
+        self.image_shape = _image_shape(image_size)
+        self.control_yaw = control_yaw
+        self.dense_reward = dense_reward
+        self.render_mode = render_mode
+        self._max_steps_override = max_episode_steps
+        self._renderer = CameraRenderer(self.model, self.image_shape, render_quality)
+        self._cameras = tuple(cameras)
+        self.action_names = ("dx", "dy", "dz") + (("dyaw",) if control_yaw else ()) + ("gripper",)
+        low = [-MAX_POSITION_DELTA] * 3 + ([-MAX_YAW_DELTA] if control_yaw else []) + [-1.0]
+        self.action_space = gym.spaces.Box(
+            np.array(low, np.float32), -np.array(low, np.float32), dtype=np.float32
+        )
+        self.observation_space = make_observation_space(self._cameras, self.image_shape, STATE_DIM)
+        self._set_task(task)
+        self._layout: dict[str, Any] | None = None
+        self._ee_target = np.zeros(3)
+        self._yaw_target = 0.0
+        self._previous_ee = np.zeros(3)
+        self._elapsed_steps = 0
+
+    # ----------------------------------------------------------------- task handling
+    def _set_task(self, name: str) -> None:
+        if name not in TASKS:
+            raise ValueError(f"unknown tabletop task {name!r}; available tasks: {', '.join(TASKS)}")
+        self.task: TabletopTask = TASKS[name]()
+        steps = self._max_steps_override or self.task.max_episode_steps
+        spec = EnvSpec(
+            name="tabletop",
+            task=name,
+            tasks=tuple(TASKS),
+            camera_names=self._cameras,
+            image_size=self.image_shape,
+            state_dim=STATE_DIM,
+            action_low=tuple(float(v) for v in self.action_space.low),
+            action_high=tuple(float(v) for v in self.action_space.high),
+            action_names=self.action_names,
+            control_hz=CONTROL_HZ,
+            max_episode_steps=int(steps),
+            extra={"workspace_low": WORKSPACE_LOW.tolist(), "workspace_high": WORKSPACE_HIGH.tolist()},
+        )
+        self.env_spec = spec
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        init_state = options.get("init_state")
+        task_name = options.get("task")
+        if init_state is not None:
+            layout = check_init_state(init_state, TASKS)
+            if task_name is not None and task_name != layout["task"]:
+                raise ValueError(
+                    f"options['task']={task_name!r} contradicts init_state['task']={layout['task']!r}; "
+                    "pass only one of them or make them agree"
+                )
+            task_name = layout["task"]
+        if task_name is not None and task_name != self.task.name:
+            self._set_task(task_name)
+        if init_state is None:
+            layout = sample_layout(self.np_random, self.task)
+        self._layout = layout
+        self.scene.apply_layout(layout)
+        self._ee_target = np.asarray(layout["ee_start"], dtype=float).copy()
+        self._yaw_target = 0.0
+        self._previous_ee = self.scene.ee_position
+        self._elapsed_steps = 0
+        info = {"is_success": False, "task": self.task.name, "init_state": _copy_layout(layout)}
+        return self._observation(), info
+
+    def step(self, action: Any):
+        if self._layout is None:
+            raise RuntimeError("call reset() before step()")
+        action = validate_action(action, self.action_space)
+        self._ee_target = np.clip(self._ee_target + action[:3], WORKSPACE_LOW, WORKSPACE_HIGH)
+        if self.control_yaw:
+            self._yaw_target = float(np.clip(self._yaw_target + action[3], -YAW_LIMIT, YAW_LIMIT))
+        self.data.ctrl[:5] = solve_ik(self._ee_target, self._yaw_target)
+        self.data.ctrl[5:7] = FINGER_OPEN * (1.0 - action[-1]) / 2.0
+        self._previous_ee = self.scene.ee_position
+        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
+        self._elapsed_steps += 1
+        success = self.task.is_success(self.scene, self._layout["target"])
+        reward = 1.0 if success else 0.0
+        if self.dense_reward:
+            reward += DENSE_REWARD_SCALE * self.task.progress(self.scene, self._layout["target"])
+        truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
+        info = {"is_success": success, "task": self.task.name}
+        return self._observation(), reward, success, truncated, info
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        return self._renderer.render(self.data, "front")
+
+    def close(self) -> None:
+        self._renderer.close()
+
+    # ----------------------------------------------------------------- observation
+    def _observation(self) -> dict[str, Any]:
+        ee = self.scene.ee_position
+        yaw = self.scene.gripper_yaw
+        velocity = (ee - self._previous_ee) * CONTROL_HZ
+        state = np.array(
+            [*ee, np.sin(yaw), np.cos(yaw), self.scene.gripper_opening, *velocity], dtype=np.float32
+        )
+        images = {name: self._renderer.render(self.data, name) for name in self._cameras}
+        return {"images": images, "state": state, "instruction": self._layout["instruction"]}
+
+    # ----------------------------------------------------------------- privileged state (experts only)
+    @property
+    def ee_position(self) -> np.ndarray:
+        return self.scene.ee_position
+
+    @property
+    def ee_target(self) -> np.ndarray:
+        """The end-effector target the arm is tracking (3,)."""
+        return self._ee_target.copy()
+
+    @property
+    def task_target(self) -> dict[str, str]:
+        """What the instruction refers to, e.g. ``{"block": "red", "zone": "blue"}``."""
+        return dict(self._layout["target"]) if self._layout else {}
+
+    @property
+    def elapsed_steps(self) -> int:
+        return self._elapsed_steps
+
+
+def _copy_layout(layout: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy (the layout holds only lists, dicts, str and float: picklable, JSON-able)."""
+    return copy.deepcopy(layout)
+
+
+def make_tabletop_env(
+    task: str = "reach",
+    image_size: int | tuple[int, int] = 64,
+    cameras: tuple[str, ...] = CAMERAS,
+    control_yaw: bool = False,
+    dense_reward: bool = False,
+    max_episode_steps: int | None = None,
+    render_quality: str = "fast",
+    render_mode: str | None = None,
+) -> TabletopEnv:
+    """Build the tabletop env (the factory registered as ``tabletop`` in :mod:`envs.registry`)."""
+    return TabletopEnv(
+        task=task,
+        image_size=image_size,
+        cameras=tuple(cameras),
+        control_yaw=control_yaw,
+        dense_reward=dense_reward,
+        max_episode_steps=max_episode_steps,
+        render_quality=render_quality,
+        render_mode=render_mode,
+    )
+
+
+make_tabletop_env.tasks = tuple(TASKS)  # type: ignore[attr-defined]

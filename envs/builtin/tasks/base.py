@@ -1,0 +1,127 @@
+"""What a tabletop task is, and the sampling of initial layouts shared by all tasks.
+
+A task is stateless: it samples its *target* (which block, which zone, ...), may adjust the layout
+to make the target feasible, words the instruction, and judges success and progress from the
+privileged scene state. The layout (a JSON-able dict) holds everything needed to rebuild the
+initial scene exactly; it is what the env returns as ``info["init_state"]``::
+
+    {"task": str, "instruction": str, "target": {str: str},
+     "block_colors": [str] * 3, "block_poses": [[x, y, yaw]] * 3,
+     "zone_colors": [str] * 2, "zone_positions": [[x, y]] * 2, "bowl_position": [x, y],
+     "drawer_color": str, "drawer_opening": float, "ee_start": [x, y, z]}
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from envs.builtin.scene import NUM_BLOCKS, NUM_ZONES, PALETTE, TabletopScene
+
+#: Region of the table where blocks, bowl and zones are placed (x range, y range), metres.
+OBJECT_REGION = ((0.28, 0.56), (-0.28, 0.12))
+BLOCK_YAW_RANGE = 0.3
+MIN_SPACING = {"block": 0.10, "bowl": 0.12, "zone": 0.10}
+EE_START_LOW = (0.30, -0.10, 0.20)
+EE_START_HIGH = (0.45, 0.10, 0.28)
+
+
+class TabletopTask:
+    """Base class: subclasses set the class attributes and implement the three hooks."""
+
+    name: ClassVar[str]
+    max_episode_steps: ClassVar[int]
+    phrasings: ClassVar[tuple[str, ...]]
+    drawer_opening_range: ClassVar[tuple[float, float]] = (0.0, 0.0)
+
+    def sample_target(self, rng: np.random.Generator, layout: dict[str, Any]) -> dict[str, str]:
+        """Choose what the instruction refers to, e.g. ``{"block": "red"}``."""
+        return {"block": str(rng.choice(layout["block_colors"]))}
+
+    def adjust_layout(self, rng: np.random.Generator, layout: dict[str, Any], target: dict[str, str]) -> bool:
+        """Change the sampled layout in place where the task needs it; False: infeasible, resample."""
+        return True
+
+    def instruction(self, rng: np.random.Generator, target: dict[str, str]) -> str:
+        template = self.phrasings[int(rng.integers(len(self.phrasings)))]
+        return template.format(**target)
+
+    def is_success(self, scene: TabletopScene, target: dict[str, str]) -> bool:
+        raise NotImplementedError
+
+    def progress(self, scene: TabletopScene, target: dict[str, str]) -> float:
+        """Shaped progress in [0, 1] for the dense reward."""
+        raise NotImplementedError
+
+
+def reach_progress(scene: TabletopScene, point: np.ndarray) -> float:
+    """1 at ``point``, decaying with the grip site's distance from it."""
+    return float(1.0 - np.tanh(5.0 * np.linalg.norm(scene.ee_position - point)))
+
+
+def _far_enough(point: np.ndarray, placed: list[tuple[str, np.ndarray]], kind: str) -> bool:
+    for other_kind, other in placed:
+        spacing = max(MIN_SPACING[kind], MIN_SPACING[other_kind])
+        if np.linalg.norm(point - other) < spacing:
+            return False
+    return True
+
+
+def sample_object_positions(rng: np.random.Generator) -> dict[str, list]:
+    """Non-overlapping xy positions for the blocks, the bowl and the zones (rejection sampling)."""
+    (x_low, x_high), (y_low, y_high) = OBJECT_REGION
+    kinds = ["bowl"] + ["block"] * NUM_BLOCKS + ["zone"] * NUM_ZONES
+    for _ in range(1000):
+        placed: list[tuple[str, np.ndarray]] = []
+        for kind in kinds:
+            for _ in range(100):
+                point = rng.uniform((x_low, y_low), (x_high, y_high))
+                if _far_enough(point, placed, kind):
+                    placed.append((kind, point))
+                    break
+            else:
+                break
+        if len(placed) == len(kinds):
+            points = [p.round(5).tolist() for _, p in placed]
+            return {
+                "bowl_position": points[0],
+                "block_xy": points[1 : 1 + NUM_BLOCKS],
+                "zone_positions": points[1 + NUM_BLOCKS :],
+            }
+    raise RuntimeError("could not place the tabletop objects without overlap; is OBJECT_REGION too small?")
+
+
+def sample_layout(rng: np.random.Generator, task: TabletopTask) -> dict[str, Any]:
+    """A full initial layout for ``task`` (see the module docstring for its keys)."""
+    for _ in range(100):
+        layout = _sample_layout_once(rng, task)
+        if layout is not None:
+            return layout
+    raise RuntimeError(f"could not sample a feasible layout for task {task.name!r} in 100 tries")
+
+
+def _sample_layout_once(rng: np.random.Generator, task: TabletopTask) -> dict[str, Any] | None:
+    colors = list(PALETTE)
+    chosen = rng.choice(len(colors), size=NUM_BLOCKS + NUM_ZONES + 1, replace=False)
+    block_colors = [colors[i] for i in chosen[:NUM_BLOCKS]]
+    zone_colors = [colors[i] for i in chosen[NUM_BLOCKS : NUM_BLOCKS + NUM_ZONES]]
+    positions = sample_object_positions(rng)
+    yaws = rng.uniform(-BLOCK_YAW_RANGE, BLOCK_YAW_RANGE, size=NUM_BLOCKS).round(5)
+    layout: dict[str, Any] = {
+        "task": task.name,
+        "block_colors": block_colors,
+        "block_poses": [[*xy, float(yaw)] for xy, yaw in zip(positions["block_xy"], yaws, strict=True)],
+        "zone_colors": zone_colors,
+        "zone_positions": positions["zone_positions"],
+        "bowl_position": positions["bowl_position"],
+        "drawer_color": colors[chosen[-1]],
+        "drawer_opening": round(float(rng.uniform(*task.drawer_opening_range)), 5),
+        "ee_start": rng.uniform(EE_START_LOW, EE_START_HIGH).round(5).tolist(),
+    }
+    target = task.sample_target(rng, layout)
+    if not task.adjust_layout(rng, layout, target):
+        return None
+    layout["target"] = target
+    layout["instruction"] = task.instruction(rng, target)
+    return layout

@@ -1,0 +1,69 @@
+"""Action heads behind one contract (:mod:`policies.heads.base`), built by name.
+
+``HEADS`` maps a name to a head class; each class has a ``config_class`` dataclass whose fields are
+the options ``build_head`` accepts. A user's own head plugs in by adding it to ``HEADS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from policies.heads.base import ActionHead, LogProbGranularity, reduce_log_prob
+from policies.heads.diffusion import DiffusionHead, DiffusionHeadConfig
+from policies.heads.flow import FlowHead, FlowHeadConfig
+from policies.heads.gaussian import GaussianHead, GaussianHeadConfig
+
+HEADS: dict[str, type[ActionHead]] = {
+    "gaussian": GaussianHead,
+    "diffusion": DiffusionHead,
+    "flow": FlowHead,
+}
+
+
+def head_option_names(name: str) -> list[str]:
+    """The options (config field names) head ``name`` accepts."""
+    return [field.name for field in dataclasses.fields(_head_class(name).config_class)]
+
+
+def _head_class(name: str) -> Any:
+    if name not in HEADS:
+        raise ValueError(f"unknown action head {name!r}; valid heads: {sorted(HEADS)}")
+    return HEADS[name]
+
+
+def build_head(name: str, embedding_dim: int, chunk_size: int, action_dim: int, **options: Any) -> ActionHead:
+    """Build head ``name`` for embeddings ``(B, embedding_dim)`` and chunks ``(B, chunk_size, action_dim)``.
+
+    ``options`` are fields of the head's config dataclass; an unknown name or option is a ValueError
+    that lists the valid ones.
+    """
+    head_class = _head_class(name)
+    valid = head_option_names(name)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for action head {name!r}; valid options: {valid}")
+    for label, value in (
+        ("embedding_dim", embedding_dim),
+        ("chunk_size", chunk_size),
+        ("action_dim", action_dim),
+    ):
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"action head {name!r}: {label}={value!r} must be a positive integer")
+    return head_class(embedding_dim, chunk_size, action_dim, head_class.config_class(**options))
+
+
+__all__ = [
+    "HEADS",
+    "ActionHead",
+    "DiffusionHead",
+    "DiffusionHeadConfig",
+    "FlowHead",
+    "FlowHeadConfig",
+    "GaussianHead",
+    "GaussianHeadConfig",
+    "LogProbGranularity",
+    "build_head",
+    "head_option_names",
+    "reduce_log_prob",
+]
