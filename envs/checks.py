@@ -208,7 +208,13 @@ def run_checks(make_env: Callable[[], gym.Env], report: Callable[[CheckResult], 
     ``report`` is called with each passed (or the failed) check, for progress output.
     """
     for name, check in CHECKS.items():
-        with _closing(make_env()) as env:
+        try:
+            env = make_env()
+        except Exception as error:
+            if report:
+                report(CheckResult("construct", False, f"{type(error).__name__}: {error}"))
+            raise ConformanceError("construct", f"building the env raised {type(error).__name__}: {error}") from error
+        with _closing(env):
             try:
                 check(env)
             except ConformanceError as error:

@@ -35,8 +35,8 @@ class EnvEntry:
 
     name: str
     factory: str | Callable[..., gym.Env]
-    tasks: tuple[str, ...]
-    default_task: str
+    tasks: tuple[str, ...]  # empty: the factory does not declare its tasks
+    default_task: str | None
     description: str = ""
 
     def load_factory(self) -> Callable[..., gym.Env]:
@@ -107,8 +107,10 @@ def resolve(env_id: str) -> tuple[EnvEntry, str]:
     if ":" in env_id:  # a factory import path, optionally followed by /TASK
         path, _, task = env_id.partition("/")
         factory = import_object(path)
-        tasks = tuple(getattr(factory, "tasks", ()) or ((task,) if task else ("default",)))
-        entry = EnvEntry(path, factory, tasks, tasks[0])
+        tasks = tuple(getattr(factory, "tasks", ()) or ())
+        entry = EnvEntry(path, factory, tasks, tasks[0] if tasks else None)
+        if task and tasks and task not in tasks:
+            raise UnknownEnvError(f"env {path!r} has no task {task!r}; available tasks: {', '.join(tasks)}")
         return entry, task or entry.default_task
     entries = registered()
     name, task = parse_env_id(env_id)
@@ -127,9 +129,13 @@ def resolve(env_id: str) -> tuple[EnvEntry, str]:
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env:
-    """Build the env ``NAME[/TASK]`` (or ``package.module:function[/TASK]``)."""
+    """Build the env ``NAME[/TASK]`` (or ``package.module:function[/TASK]``).
+
+    A factory that declares no tasks and gets none is called without ``task``.
+    """
     entry, task = resolve(env_id)
-    return entry.load_factory()(task=task, **kwargs)
+    factory = entry.load_factory()
+    return factory(**kwargs) if task is None else factory(task=task, **kwargs)
 
 
 _BUILTINS_REGISTERED = False

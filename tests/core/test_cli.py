@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vla_rl.cli import build_parser, main
+
+SUBCOMMANDS = ("train", "eval", "collect", "sft", "bench", "envs")
+
+
+def test_help_lists_every_subcommand_and_each_has_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in text
+        with pytest.raises(SystemExit) as sub_exit:
+            build_parser().parse_args([name, "--help"])
+        assert sub_exit.value.code == 0
+
+
+def test_commands_not_landed_say_so_plainly(capsys):
+    from vla_rl.commands.pending import PENDING
+
+    for name in PENDING:
+        assert main([name]) == 2
+        assert "not available yet" in capsys.readouterr().err
+
+
+def test_envs_list_and_check(capsys):
+    assert main(["envs", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "tabletop/lift" in listing and "tabletop/open_drawer" in listing
+    assert main(["envs", "check", "point_env:make/reach_blue"]) == 0
+    assert "all checks passed" in capsys.readouterr().out
+    assert main(["envs", "check", "point_env:BlankImagePointEnv"]) == 1
+    assert "[observation]" in capsys.readouterr().err
+    assert main(["envs", "check", "tabletop/juggle"]) == 2
+    assert "available tasks: reach" in capsys.readouterr().err
+
+
+def test_bench_env_prints_one_json_object_last(capsys):
+    assert main(["bench", "env", "--task", "lift", "--steps", "100"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("steps_per_s_no_camera", "steps_per_s_camera", "physics_steps_per_s", "camera_ratio"):
+        assert result[key] > 0
+    assert result["camera_ratio"] == pytest.approx(result["steps_per_s_camera"] / result["steps_per_s_no_camera"])
+
+
+def test_config_errors_exit_2_with_the_key(capsys):
+    assert main(["collect", "collect.episodes_per_taks=1"]) == 2
+    assert "collect.episodes_per_taks" in capsys.readouterr().err

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from policies.config import (
+    HeadConfig,
+    LanguageConfig,
+    PolicyConfig,
+    StateConfig,
+    ValueConfig,
+    VisionConfig,
+)
+from policies.normalization import MissingStatisticsError, compute_stats
+from policies.vla import REPLAY_PREFIX, VLAPolicy
+
+IMAGE_SIZE = 32
+HEAD_OPTIONS = {
+    "gaussian": {"hidden_dim": 32},
+    "diffusion": {"hidden_dim": 32, "num_blocks": 1, "time_embedding_dim": 8, "num_train_timesteps": 20,
+                  "num_inference_steps": 4},
+    "flow": {"hidden_dim": 32, "num_blocks": 1, "time_embedding_dim": 8, "num_inference_steps": 4},
+}
+
+
+def tiny_spec() -> SimpleNamespace:
+    """Duck-typed env spec, as the trainer passes it."""
+    return SimpleNamespace(
+        camera_names=("front", "wrist"),
+        image_size=(IMAGE_SIZE, IMAGE_SIZE),
+        state_dim=3,
+        action_low=(-1.0, -2.0),
+        action_high=(1.0, 0.5),
+        action_dim=2,
+    )
+
+
+def tiny_config(head: str = "gaussian", **overrides) -> PolicyConfig:
+    config = PolicyConfig(
+        vision=VisionConfig(
+            backbone="resnet10t",
+            backbone_kwargs={"channels": [8, 8, 16, 16], "stem_width": 8, "norm_layer": "groupnorm1"},
+        ),
+        language=LanguageConfig(kind="hashed_bow", embedding_dim=16, num_buckets=256),
+        state=StateConfig(hidden_dims=[16], output_dim=16),
+        head=HeadConfig(name=head, options=dict(HEAD_OPTIONS[head])),
+        value=ValueConfig(hidden_dims=[32]),
+        embedding_dim=32,
+        chunk_size=3,
+    )
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return config
+
+
+def tiny_stats() -> dict:
+    rng = np.random.default_rng(0)
+    return {
+        "action": compute_stats(rng.uniform([-0.8, -1.5], [0.9, 0.4], size=(64, 2))),
+        "state": compute_stats(rng.normal([0.5, -1.0, 2.0], [0.1, 1.0, 3.0], size=(64, 3))),
+    }
+
+
+def tiny_obs(batch: int = 4, seed: int = 0, numpy: bool = False) -> dict:
+    rng = np.random.default_rng(seed)
+    images = {
+        camera: rng.integers(0, 256, (batch, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8) for camera in ("front", "wrist")
+    }
+    state = rng.normal(size=(batch, 3)).astype(np.float32)
+    instructions = [("pick up the cube", "open the drawer")[i % 2] for i in range(batch)]
+    if numpy:
+        return {"images": images, "state": state, "instruction": np.array(instructions)}
+    return {
+        "images": {k: torch.from_numpy(v) for k, v in images.items()},
+        "state": torch.from_numpy(state),
+        "instruction": instructions,
+    }
+
+
+@pytest.mark.parametrize("head", ["gaussian", "diffusion", "flow"])
+def test_act_evaluate_log_prob_agree(head: str) -> None:
+    torch.manual_seed(0)
+    policy = VLAPolicy(tiny_config(head), tiny_spec(), tiny_stats())
+    obs = tiny_obs()
+    actions, extras = policy.act(obs, generator=torch.Generator().manual_seed(1))
+    assert actions.shape == (4, 3, 2)
+    assert extras["log_prob"].shape == (4, 3, 2) and extras["value"].shape == (4,)
+    assert any(key.startswith(REPLAY_PREFIX) for key in extras)
+    stored = TensorDict(extras, batch_size=[4])  # as the rollout buffer stores them
+    log_prob, entropy, value = policy.evaluate(obs, stored)
+    assert (log_prob - extras["log_prob"]).abs().max() < 1e-5
+    torch.testing.assert_close(value, extras["value"])
+    # The PPO gradient reaches the head and, through the embedding, the vision backbone.
+    (-log_prob.mean() + value.pow(2).mean()).backward()
+    assert policy.encoder.vision.backbone.model.conv1[0].weight.grad.abs().sum() > 0
+
+
+def test_actions_are_unnormalised_then_clipped() -> None:
+    torch.manual_seed(0)
+    stats = tiny_stats()
+    policy = VLAPolicy(tiny_config(), tiny_spec(), stats)
+    obs = tiny_obs(8)
+    actions, extras = policy.act(obs, generator=torch.Generator().manual_seed(0))
+    low, high = np.array(stats["action"]["min"]), np.array(stats["action"]["max"])
+    expected = extras["action_normalized"].numpy() * (high - low) / 2 + (high + low) / 2  # min_max inverse
+    expected = np.clip(expected, [-1.0, -2.0], [1.0, 0.5])
+    np.testing.assert_allclose(actions.numpy(), expected, atol=1e-5)
+    again, _ = policy.act(obs, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(again, actions)  # same generator, same actions
+
+
+def test_numpy_observations_match_tensors() -> None:
+    torch.manual_seed(0)
+    policy = VLAPolicy(tiny_config(), tiny_spec(), tiny_stats())
+    from_numpy, _ = policy.act(tiny_obs(numpy=True), deterministic=True)
+    from_tensor, _ = policy.act(tiny_obs(), deterministic=True)
+    torch.testing.assert_close(from_numpy, from_tensor)
+
+
+def test_state_is_normalised_before_encoding() -> None:
+    torch.manual_seed(0)
+    stats = tiny_stats()
+    policy = VLAPolicy(tiny_config(), tiny_spec(), stats)
+    obs = tiny_obs(2)
+    _, state, _ = policy.prepare_observation(obs)
+    expected = (obs["state"].numpy() - np.array(stats["state"]["mean"])) / np.array(stats["state"]["std"])
+    np.testing.assert_allclose(state.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_value_head_detach_input() -> None:
+    torch.manual_seed(0)
+    policy = VLAPolicy(tiny_config(value=ValueConfig(hidden_dims=[32], detach_input=True)), tiny_spec(), tiny_stats())
+    policy.value(tiny_obs(2)).sum().backward()
+    assert all(p.grad is None for p in policy.encoder.parameters())
+    assert all(p.grad is not None for p in policy.value_head.parameters())
+
+
+def test_bad_inputs_raise_with_names() -> None:
+    policy = VLAPolicy(tiny_config(), tiny_spec(), tiny_stats())
+    obs = tiny_obs(2)
+    del obs["images"]["wrist"]
+    with pytest.raises(KeyError, match="lacks camera 'wrist'"):
+        policy.act(obs)
+    obs = tiny_obs(2)
+    obs["images"]["front"] = obs["images"]["front"].float()
+    with pytest.raises(ValueError, match=r"images\['front'\] must be uint8"):
+        policy.act(obs)
+    with pytest.raises(ValueError, match=r"batch\['action'\] must be \(B, 3, 2\)"):
+        policy.bc_loss({**tiny_obs(2), "action": torch.zeros(2, 4, 2)})
+    stats = tiny_stats()
+    del stats["action"]["max"]
+    with pytest.raises(MissingStatisticsError, match="stats for 'action' lack 'max' needed by mode 'min_max'"):
+        VLAPolicy(tiny_config(), tiny_spec(), stats)
+
+
+@pytest.mark.parametrize("head", ["gaussian", "flow"])
+def test_bc_loss_decreases(head: str) -> None:
+    torch.manual_seed(0)
+    stats = tiny_stats()
+    policy = VLAPolicy(tiny_config(head), tiny_spec(), stats)
+    obs = tiny_obs(8, seed=3)
+    # Expert chunks depend on the instruction and on the state.
+    rng = np.random.default_rng(4)
+    direction = np.array([[0.6, -1.2], [-0.5, 0.2]])[np.arange(8) % 2]
+    actions = direction[:, None, :] + 0.1 * obs["state"].numpy()[:, None, :2] + 0.01 * rng.normal(size=(8, 3, 2))
+    mask = torch.ones(8, 3, dtype=torch.bool)
+    mask[0, 2] = False
+    batch = {**obs, "action": torch.tensor(actions, dtype=torch.float32), "action_mask": mask}
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(40):
+        loss = policy.bc_loss(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:5]), losses
+
+
+def test_policy_benchmark_reports_rates_per_head() -> None:
+    from policies.benchmark import run_policy_benchmark
+
+    result = run_policy_benchmark(batch_size=2, heads=("gaussian",), repeats=1)
+    assert result["batch_size"] == 2 and set(result["heads"]) == {"gaussian"}
+    rates = result["heads"]["gaussian"]
+    for key in ("inference_chunks_per_s", "ppo_train_samples_per_s", "bc_train_samples_per_s"):
+        assert np.isfinite(rates[key]) and rates[key] > 0
+    assert result["vision"]["parameters"] < rates["parameters"]
+
+
+def test_vit_backbone_with_per_camera_encoders() -> None:
+    torch.manual_seed(0)
+    vision = VisionConfig(
+        backbone="vit_tiny_patch16_224",
+        backbone_kwargs={"img_size": IMAGE_SIZE, "patch_size": 8, "depth": 1, "embed_dim": 16, "num_heads": 2},
+        shared_across_cameras=False,
+    )
+    policy = VLAPolicy(tiny_config(vision=vision), tiny_spec(), tiny_stats())
+    assert set(policy.encoder.vision.backbones) == {"front", "wrist"}
+    obs = tiny_obs()
+    _, extras = policy.act(obs, generator=torch.Generator().manual_seed(0))
+    log_prob, _, _ = policy.evaluate(obs, extras)
+    assert (log_prob - extras["log_prob"]).abs().max() < 1e-5
+    log_prob.sum().backward()
+    film_grads = [layer.projection.weight.grad for layer in policy.encoder.vision.backbones["wrist"].film]
+    assert all(grad is not None and grad.abs().sum() > 0 for grad in film_grads)
