@@ -134,6 +134,21 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(f"'collect.valid_fraction' must lie in [0, 1), got {collect.valid_fraction!r}")
     if float(collect.noise_std) < 0:
         raise ConfigError(f"'collect.noise_std' must be >= 0, got {collect.noise_std!r}")
+    if "sft" in cfg:
+        validate_sft_config(cfg.sft)
+
+
+def validate_sft_config(sft_cfg: DictConfig) -> None:
+    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.sft.SFTConfig``."""
+    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig
+
+    for key in SECTION_PATH_KEYS:
+        if not sft_cfg.get(key):
+            raise ConfigError(f"'sft.{key}' must name a folder, got {sft_cfg.get(key)!r}")
+    try:
+        SFTConfig.from_dict({key: sft_cfg[key] for key in sft_cfg if key not in SECTION_PATH_KEYS})
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"section 'sft': {error}") from None
 
 
 def validate_env_config(env_cfg: DictConfig) -> None:

@@ -21,14 +21,6 @@ def test_help_lists_every_subcommand_and_each_has_help(capsys):
         assert sub_exit.value.code == 0
 
 
-def test_commands_not_landed_say_so_plainly(capsys):
-    from vla_rl.commands.pending import PENDING
-
-    for name in PENDING:
-        assert main([name]) == 2
-        assert "not available yet" in capsys.readouterr().err
-
-
 def test_envs_list_and_check(capsys):
     assert main(["envs", "list"]) == 0
     listing = capsys.readouterr().out

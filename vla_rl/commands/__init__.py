@@ -4,8 +4,11 @@ from __future__ import annotations
 
 # In the order `vla-rl --help` lists them.
 COMMAND_MODULES = (
-    "vla_rl.commands.pending",
+    "vla_rl.commands.train",
+    "vla_rl.commands.eval",
     "vla_rl.commands.collect",
+    "vla_rl.commands.sft",
     "vla_rl.commands.bench",
     "vla_rl.commands.envs",
+    "vla_rl.commands.plot",
 )

@@ -26,7 +26,7 @@ def cmd_envs_check(args: argparse.Namespace) -> int:
     except (UnknownEnvError, ImportError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    tasks = entry.tasks if args.all_tasks else (task,)
+    tasks = (entry.tasks or (None,)) if args.all_tasks else (task,)
     env_id = args.env.partition("/")[0]
 
     def report(result: CheckResult) -> None:
@@ -34,11 +34,12 @@ def cmd_envs_check(args: argparse.Namespace) -> int:
         print(f"  [{status}] {result.name}" + (f": {result.detail}" if result.detail else ""), flush=True)
 
     for current in tasks:
-        print(f"{env_id}/{current}")
+        full_id = env_id if current is None else f"{env_id}/{current}"
+        print(full_id)
         try:
-            run_checks(lambda current=current: make(f"{env_id}/{current}"), report=report)
+            run_checks(lambda full_id=full_id: make(full_id), report=report)
         except ConformanceError as error:
-            print(f"conformance check failed for {env_id}/{current}: {error}", file=sys.stderr)
+            print(f"conformance check failed for {full_id}: {error}", file=sys.stderr)
             return 1
     print("all checks passed")
     return 0

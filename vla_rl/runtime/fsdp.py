@@ -3,7 +3,9 @@
 A model declares the submodules to shard as units through ``fsdp_blocks()`` (a list of
 modules); without it, its direct children that hold trainable parameters are used.
 Frozen parameters (``requires_grad=False``, such as a frozen pretrained language
-encoder) are left out of sharding and stay replicated on every rank.
+encoder) are left out of sharding and stay replicated on every rank. Protocol methods other
+than ``forward`` (``evaluate``, ``log_prob``, ...) are registered as forward methods so that
+FSDP gathers the parameters around them as well.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from torch.distributed.fsdp import (
     MixedPrecisionPolicy,
     OffloadPolicy,
     fully_shard,
+    register_fsdp_forward_method,
 )
+
+# Methods of the policy protocol and of action heads that run the module's computation besides
+# ``forward``: FSDP must gather the parameters around them too.
+FORWARD_METHODS = ("act", "evaluate", "value", "embed", "bc_loss", "sample", "log_prob")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -65,9 +72,14 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, config: ShardingConfig = Sha
         offload_policy=config.offload(),
         reshard_after_forward=config.reshard_after_forward,
     )
-    for block in shard_blocks(model):
+    blocks = shard_blocks(model)
+    for block in blocks:
         fully_shard(block, ignored_params={p for p in block.parameters() if p in frozen} or None, **options)
     fully_shard(model, ignored_params=frozen or None, **options)
+    for module in (*blocks, model):
+        for name in FORWARD_METHODS:
+            if callable(getattr(module, name, None)):
+                register_fsdp_forward_method(module, name)
     return model
 
 

@@ -20,6 +20,9 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
     """
     if ray.is_initialized():
         return
+    from vla_rl.runtime_env import apply_runtime_defaults
+
+    apply_runtime_defaults()
     env_vars = {key: os.environ[key] for key in FORWARDED_VARIABLES if key in os.environ}
     kwargs = dict(
         include_dashboard=False,

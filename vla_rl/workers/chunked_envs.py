@@ -70,6 +70,13 @@ class ChunkedEnvs:
         self.init_states: list[Any] = [None] * num_envs
         self.tasks: list[str] = [""] * num_envs
         self.observations: list[Observation] = []
+        # Evaluation helpers (off unless enabled): scripted experts acting here, video frames captured here.
+        self.reset_serials = np.zeros(num_envs, np.int64)  # counts resets of each env
+        self._expert_options: dict[str, Any] | None = None
+        self._experts: dict[tuple[int, str], Any] = {}
+        self._expert_serials = np.full(num_envs, -1, np.int64)
+        self._frame_sources: dict[int, Any] = {}
+        self._video_records: dict[int, list[dict[str, Any]]] = {}
 
     @property
     def num_envs(self) -> int:
@@ -93,6 +100,9 @@ class ChunkedEnvs:
         self.active[index] = True
         self.returns[index] = 0.0
         self.lengths[index] = 0
+        self.reset_serials[index] += 1
+        if index in self._frame_sources:
+            self._capture_frame(index, observation, step=0, reward=0.0, episode_return=0.0, success=False)
         return observation
 
     def reset(
@@ -137,6 +147,11 @@ class ChunkedEnvs:
                 reward[index] += float(step_reward)
                 executed[index] += 1
                 success[index] = bool(info.get("is_success", False))
+                if index in self._frame_sources:
+                    self._capture_frame(
+                        index, observation, step=int(self.lengths[index] + executed[index]), reward=float(step_reward),
+                        episode_return=float(self.returns[index] + reward[index]), success=bool(success[index]),
+                    )  # fmt: skip
                 if term or trunc:
                     terminated[index], truncated[index] = bool(term), bool(trunc and not term)
                     break
@@ -169,6 +184,87 @@ class ChunkedEnvs:
             finished_episodes=finished,
         )
 
+    # ------------------------------------------------------------------ evaluation helpers
+    def deactivate_envs(self, indices: Sequence[int]) -> None:
+        """End the episodes of envs ``indices`` without reset: further chunks are ignored for them."""
+        self.active[np.asarray(list(indices), dtype=np.int64)] = False
+
+    def env_spec(self) -> Any:
+        """The :class:`envs.base.EnvSpec` of env 0."""
+        return self.envs[0].unwrapped.env_spec
+
+    def use_experts(self, noise_std: float = 0.0, seed: int = 0) -> None:
+        """Let :meth:`expert_action_chunks` drive the envs with their scripted experts (``envs.experts``)."""
+        self._expert_options = {"noise_std": float(noise_std), "seed": int(seed)}
+        self._experts = {}
+        self._expert_serials[:] = -1
+
+    def expert_action_chunks(self) -> np.ndarray:
+        """Each active env's expert action for its current observation, as chunks ``(N, 1, A)``.
+
+        Inactive envs get zeros (they are ignored by :meth:`step`).
+        """
+        from envs.experts import get_expert
+
+        if self._expert_options is None:
+            raise RuntimeError("call use_experts() before expert_action_chunks()")
+        action_dim = self.envs[0].action_space.shape[0]
+        chunks = np.zeros((self.num_envs, 1, action_dim), np.float32)
+        for index in np.flatnonzero(self.active):
+            env = self.envs[index]
+            key = (int(index), self.tasks[index])
+            if key not in self._experts:
+                env_name = env.unwrapped.env_spec.name
+                seed = self._expert_options["seed"] + int(index)
+                self._experts[key] = get_expert(env_name, self.tasks[index], env, **{**self._expert_options, "seed": seed})
+                self._expert_serials[index] = -1
+            expert = self._experts[key]
+            if self._expert_serials[index] != self.reset_serials[index]:
+                expert.reset()  # a new episode began since the expert last acted
+                self._expert_serials[index] = self.reset_serials[index]
+            chunks[index, 0] = np.asarray(expert.act(self.observations[index]), dtype=np.float32)
+        return chunks
+
+    def enable_video(self, indices: Sequence[int], cameras: Sequence[str], size: tuple[int, int]) -> None:
+        """Capture a video frame of envs ``indices`` at every reset and env step (see :meth:`pop_video_records`).
+
+        Frames are ``uint8 (size[0], size[1] * len(cameras), 3)`` (:mod:`vla_rl.logging.frames`).
+        """
+        from vla_rl.logging.frames import make_frame_source
+
+        self.disable_video()
+        for index in indices:
+            self._frame_sources[int(index)] = make_frame_source(self.envs[int(index)], cameras, tuple(size))
+            self._video_records[int(index)] = []
+
+    def disable_video(self) -> None:
+        for source in self._frame_sources.values():
+            source.close()
+        self._frame_sources = {}
+        self._video_records = {}
+
+    def pop_video_records(self) -> dict[int, list[dict[str, Any]]]:
+        """Frames captured since the last call: env index -> records with keys frame, step, reward,
+        return, success, instruction."""
+        records = {index: items for index, items in self._video_records.items() if items}
+        self._video_records = {index: [] for index in self._frame_sources}
+        return records
+
+    def _capture_frame(
+        self, index: int, observation: Observation, step: int, reward: float, episode_return: float, success: bool
+    ) -> None:
+        self._video_records[index].append(
+            {
+                "frame": self._frame_sources[index].frame(observation),
+                "step": step,
+                "reward": reward,
+                "return": episode_return,
+                "success": success,
+                "instruction": observation["instruction"],
+            }
+        )
+
     def close(self) -> None:
+        self.disable_video()
         for env in self.envs:
             env.close()

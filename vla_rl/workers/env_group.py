@@ -187,6 +187,55 @@ class EnvWorkerGroup:
                 self._fresh[(index, other)] = fresh[other]
         return self._truncated_part(index, stage, fresh[stage])
 
+    # ------------------------------------------------------------------ evaluation helpers
+    def _split_indices(self, indices) -> list[list[int]]:
+        """Stage env indices -> per-worker local indices."""
+        size = self.envs_per_stage
+        parts: list[list[int]] = [[] for _ in self.workers]
+        for index in indices:
+            parts[int(index) // size].append(int(index) % size)
+        return parts
+
+    def deactivate_envs(self, stage: int, indices) -> None:
+        """End the episodes of stage env ``indices`` without reset (unused slots of an evaluation round)."""
+        parts = self._split_indices(indices)
+        ray.get([w.deactivate_envs.remote(stage, part) for w, part in zip(self.workers, parts, strict=True) if part])
+
+    def env_spec(self, stage: int = 0) -> Any:
+        return ray.get(self.workers[0].env_spec.remote(stage))
+
+    def use_experts(self, stage: int, noise_std: float = 0.0, seed: int = 0) -> None:
+        ray.get([w.use_experts.remote(stage, noise_std, seed) for w in self.workers])
+
+    def expert_action_chunks(self, stage: int) -> np.ndarray:
+        """The scripted experts' actions ``(stage_size, 1, A)`` for the current observations."""
+        return np.concatenate(ray.get([w.expert_action_chunks.remote(stage) for w in self.workers]))
+
+    def enable_video(self, stage: int, indices, cameras, size) -> None:
+        parts = self._split_indices(indices)
+        ray.get([w.enable_video.remote(stage, part, list(cameras), tuple(size))
+                 for w, part in zip(self.workers, parts, strict=True)])  # fmt: skip
+
+    def disable_video(self, stage: int) -> None:
+        ray.get([w.disable_video.remote(stage) for w in self.workers])
+
+    def pop_video_records(self, stage: int) -> dict[int, list[dict[str, Any]]]:
+        """Captured frames since the last call, keyed by stage env index."""
+        size = self.envs_per_stage
+        merged: dict[int, list[dict[str, Any]]] = {}
+        for offset, part in enumerate(ray.get([w.pop_video_records.remote(stage) for w in self.workers])):
+            for index, records in part.items():
+                merged[offset * size + index] = records
+        return merged
+
+    def call_all(self, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` on every worker; string arguments may use ``{index}`` (the worker's index)."""
+        futures = [
+            getattr(worker, method).remote(*(a.format(index=i) if isinstance(a, str) else a for a in args))
+            for i, worker in enumerate(self.workers)
+        ]
+        return ray.get(futures)
+
     def close(self) -> None:
         for worker in self.workers:
             try:

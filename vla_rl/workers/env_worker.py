@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
 
@@ -75,7 +76,8 @@ class EnvWorker:
                 import os
 
                 os._exit(1)  # a simulated simulator crash (fault-injection for tests)
-        return self.stages[stage].step(action_chunks)
+        with torch.profiler.record_function("env_worker/step_chunk"):
+            return self.stages[stage].step(action_chunks)
 
     def deactivate(self, stage: int) -> None:
         """End the episodes of ``stage`` without reset (one-episode-per-env mode after a replacement)."""
@@ -83,6 +85,39 @@ class EnvWorker:
 
     def init_states(self, stage: int) -> list[Any]:
         return list(self.stages[stage].init_states)
+
+    # Evaluation helpers (see ChunkedEnvs): experts act and video frames are captured where the envs live.
+    def deactivate_envs(self, stage: int, indices: list[int]) -> None:
+        self.stages[stage].deactivate_envs(indices)
+
+    def env_spec(self, stage: int = 0) -> Any:
+        return self.stages[stage].env_spec()
+
+    def use_experts(self, stage: int, noise_std: float = 0.0, seed: int = 0) -> None:
+        self.stages[stage].use_experts(noise_std, seed + self.config.global_offset)
+
+    def expert_action_chunks(self, stage: int) -> np.ndarray:
+        return self.stages[stage].expert_action_chunks()
+
+    def enable_video(self, stage: int, indices: list[int], cameras: list[str], size: tuple[int, int]) -> None:
+        self.stages[stage].enable_video(indices, cameras, size)
+
+    def disable_video(self, stage: int) -> None:
+        self.stages[stage].disable_video()
+
+    def pop_video_records(self, stage: int) -> dict[int, list[dict[str, Any]]]:
+        return self.stages[stage].pop_video_records()
+
+    def start_profile(self, path: str) -> None:
+        from vla_rl.runtime.profiling import start_torch_profiler
+
+        self._profiler = start_torch_profiler(path)
+
+    def stop_profile(self) -> str | None:
+        from vla_rl.runtime.profiling import stop_torch_profiler
+
+        path, self._profiler = stop_torch_profiler(getattr(self, "_profiler", None)), None
+        return path
 
     def inject_crash(self, after_steps: int) -> None:
         """Test hook: the process dies (as a simulator segfault would) after ``after_steps`` more steps."""

@@ -1,0 +1,157 @@
+"""Evaluation of the scripted expert and of a policy actor; eval_info.json and its schema; videos."""
+
+from __future__ import annotations
+
+import copy
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from envs.experts import get_expert
+from envs.registry import make
+from vla_rl.evaluation import (
+    EvalInfoError,
+    EvalSettings,
+    ExpertActionSource,
+    PolicyActionSource,
+    VideoSettings,
+    evaluate_and_report,
+    evaluation_seed,
+    make_eval_envs,
+    validate_eval_info,
+    wilson_interval,
+)
+
+ENV_KWARGS = {"image_size": 64, "cameras": ("front", "wrist")}
+
+
+def expert_episodes_by_hand(task: str, seeds: list[int]) -> list[tuple[bool, int]]:
+    """(success, length) of the expert from each seed, stepping one env directly."""
+    env = make(f"tabletop/{task}", **ENV_KWARGS)
+    results = []
+    for seed in seeds:
+        observation, _ = env.reset(seed=seed, options={"task": task})
+        expert = get_expert("tabletop", task, env, noise_std=0.0, seed=0)
+        for length in range(1, env.max_episode_steps + 1):  # noqa: B007 - read after the loop
+            observation, _, terminated, truncated, info = env.step(expert.act(observation))
+            if terminated or truncated:
+                break
+        results.append((bool(info["is_success"]), length))
+    env.close()
+    return results
+
+
+@pytest.fixture(scope="module")
+def expert_eval(tmp_path_factory):
+    output = tmp_path_factory.mktemp("eval")
+    envs = make_eval_envs("tabletop", ENV_KWARGS, ["reach"], num_envs=3)  # 5 episodes: rounds of 3 and 2
+    settings = EvalSettings(episodes_per_task=5, seed=7, video=VideoSettings(
+        episodes_per_task=2, grid_envs=3, cameras=("front", "wrist"), size=(64, 96)))  # fmt: skip
+    document, path = evaluate_and_report(
+        envs, ExpertActionSource(), ["reach"], settings, output, {"kind": "expert"},
+        {"id": "tabletop", "kwargs": {}, "num_envs": 3, "num_workers": 0},
+    )  # fmt: skip
+    envs.close()
+    return document, path, output
+
+
+def test_expert_gives_its_known_success_rate(expert_eval):
+    document, _, _ = expert_eval
+    seeds = [evaluation_seed(7, "reach", k) for k in range(5)]
+    by_hand = expert_episodes_by_hand("reach", seeds)
+    summary = document["tasks"]["reach"]
+    assert document["seeds"]["reach"] == seeds
+    assert [(e["success"], e["length"]) for e in summary["episode_results"]] == by_hand
+    successes = sum(success for success, _ in by_hand)
+    assert summary["successes"] == successes and summary["success_rate"] == successes / 5
+    assert summary["success_ci95"] == pytest.approx(list(wilson_interval(successes, 5)))
+    assert summary["mean_length"] == pytest.approx(np.mean([length for _, length in by_hand]))
+    assert summary["mean_return"] == pytest.approx(successes / 5)  # sparse reward 1.0 on success
+    assert document["overall"]["episodes"] == 5 and summary["wall_time_s"] > 0
+
+
+def test_videos_have_one_frame_per_step_plus_reset(expert_eval):
+    document, _, output = expert_eval
+    summary = document["tasks"]["reach"]
+    episodes = summary["episode_results"]
+    assert summary["videos"]["episodes"] == ["videos/reach/episode_0000.mp4", "videos/reach/episode_0001.mp4"]
+    assert [e["video"] is not None for e in episodes] == [True, True, False, False, False]
+    for episode in episodes[:2]:
+        frames = iio.imread(output / episode["video"])
+        assert frames.shape == (episode["length"] + 1, 64, 192, 3)  # two cameras of (64, 96) side by side
+        assert iio.immeta(output / episode["video"])["fps"] == pytest.approx(10.0)  # tabletop control_hz
+    grid = iio.imread(output / summary["videos"]["grid"])
+    longest = max(e["length"] for e in episodes[:3])
+    assert grid.shape == (longest + 1, 128, 384, 3)  # 3 envs tiled 2 x 2
+
+
+def test_eval_info_validates_and_schema_catches_errors(expert_eval):
+    document, path, _ = expert_eval
+    import json
+
+    assert json.loads(path.read_text()) == document
+    validate_eval_info(document)
+    broken = copy.deepcopy(document)
+    broken["tasks"]["reach"]["success_rate"] = 1.5
+    with pytest.raises(EvalInfoError, match="eval_info field 'tasks/reach/success_rate'"):
+        validate_eval_info(broken)
+    del broken["overall"]
+    with pytest.raises(EvalInfoError, match="'overall' is a required property"):
+        validate_eval_info(broken)
+
+
+class StillActor:
+    """A policy that never moves (chunks of 3 zero actions); returns torch tensors like the VLA policy."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def act(self, obs_batch, deterministic=True):
+        import torch
+
+        self.calls += 1
+        return torch.zeros(len(obs_batch["instruction"]), 3, 2), {}
+
+
+def test_policy_actor_on_point_env_matches_a_replay(tmp_path):
+    envs = make_eval_envs("point_env:make", {"max_episode_steps": 7}, ["reach_red", "reach_blue"], num_envs=4)
+    actor = StillActor()
+    settings = EvalSettings(episodes_per_task=6, seed=3, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    document, _ = evaluate_and_report(
+        envs, PolicyActionSource(actor), ["reach_red", "reach_blue"], settings, tmp_path, {"kind": "actor"},
+        {"id": "point_env:make", "kwargs": {}, "num_envs": 4, "num_workers": 0},
+    )  # fmt: skip
+    envs.close()
+    env = make("point_env:make/reach_red", max_episode_steps=7)
+    for task in ("reach_red", "reach_blue"):
+        expected = []
+        for k in range(6):
+            env.reset(seed=evaluation_seed(3, task, k), options={"task": task})
+            success = bool(np.linalg.norm(env.position - env.goal) < 0.1)
+            expected.append((success, 1 if success else 7))  # a still point ends at once or at truncation
+        results = document["tasks"][task]["episode_results"]
+        assert [(e["success"], e["length"]) for e in results] == expected
+        assert all(e["video"] is None for e in results) and document["tasks"][task]["videos"]["grid"] is None
+    assert actor.calls == 2 * (3 + 3)  # per task: rounds of 4 and 2 envs, 3 chunks of 3 steps cover 7 steps
+
+
+def test_actor_with_wrong_action_shape_is_explained(tmp_path):
+    class FlatActor:
+        def act(self, obs_batch, deterministic=True):
+            return np.zeros((len(obs_batch["instruction"]), 2)), {}
+
+    envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=2)
+    settings = EvalSettings(episodes_per_task=2, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    with pytest.raises(ValueError, match=r"actions of shape \(2, 2\); expected action chunks \(B=2, H, A\)"):
+        evaluate_and_report(envs, PolicyActionSource(FlatActor()), ["reach_red"], settings, tmp_path,
+                            {"kind": "actor"}, {})  # fmt: skip
+    envs.close()
+
+
+def test_expert_for_env_without_one_is_explained(tmp_path):
+    envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=1)
+    settings = EvalSettings(episodes_per_task=1, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    with pytest.raises(KeyError, match="no scripted expert for point/reach_red; experts exist for: tabletop/"):
+        evaluate_and_report(envs, ExpertActionSource(), ["reach_red"], settings, tmp_path, {"kind": "expert"}, {})
+    envs.close()

@@ -1,0 +1,31 @@
+"""`vla-rl plot RUN_DIR`: learning curves from a run's metrics.jsonl as PNG files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from vla_rl.plotting import plot_run
+
+    try:
+        paths = plot_run(args.run_dir, args.output)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"vla-rl plot: {error}", file=sys.stderr)
+        return 2
+    if not paths:
+        print("vla-rl plot: no success, return, loss or timing metrics to draw", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    plot = commands.add_parser("plot", help="draw learning curves of a run as PNG files",
+                               description="Draw success rate, return, losses and throughput from RUN_DIR/"
+                               "metrics.jsonl into RUN_DIR/plots (or --output).")  # fmt: skip
+    plot.add_argument("run_dir", help="a run folder holding metrics.jsonl (or the file itself)")
+    plot.add_argument("--output", default=None, help="folder for the PNG files (default: RUN_DIR/plots)")
+    plot.set_defaults(func=cmd_plot)

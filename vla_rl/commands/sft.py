@@ -1,0 +1,52 @@
+"""`vla-rl sft`: behaviour-cloning pre-training of the configured policy on collected demonstrations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vla_rl.commands.common import OVERRIDES_HELP
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from vla_rl.config import env_kwargs, load_config
+    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig, run_sft
+    from vla_rl.sft_data import DatasetError
+
+    cfg = load_config(args.overrides)
+    section = cfg.sft
+    sft_config = SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+    try:
+        result = run_sft(
+            policy_config=OmegaConf.to_container(cfg.policy, resolve=True),
+            env_id=str(cfg.env.id),
+            env_kwargs=env_kwargs(cfg.env),
+            dataset=str(section.dataset),
+            output_dir=str(section.output),
+            sft_config=sft_config,
+            seed=int(cfg.seed),
+        )
+    except DatasetError as error:
+        print(f"vla-rl sft: {error}", file=sys.stderr)
+        return 2
+    best = "none (no validation split)" if result.best_valid_loss is None else f"{result.best_valid_loss:.4f}"
+    print(f"policy:       {result.policy_dir}")
+    print(f"last policy:  {result.last_dir}")
+    print(f"metrics:      {result.metrics_path}")
+    print(f"steps: {result.num_steps}, final train loss {result.train_losses[-1]:.4f}, best valid loss {best}, "
+          f"{result.samples_per_second:.0f} samples/s, {result.seconds:.0f} s")  # fmt: skip
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    sft = commands.add_parser(
+        "sft",
+        help="behaviour-cloning pre-training on demonstrations",
+        description="Train the policy group's policy by behaviour cloning on the demos in sft.dataset "
+        "(default: collect.output; make them with `vla-rl collect`). Writes the best-validation and the "
+        "last policy (save_pretrained folders) and sft_metrics.jsonl into sft.output.",
+    )
+    sft.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    sft.set_defaults(func=cmd_sft)

@@ -1,0 +1,143 @@
+"""What acts during an evaluation: a policy (the :class:`Actor` protocol) or the scripted experts.
+
+The evaluation loop asks an *action source* for the next action chunks ``(N, H, A)``:
+
+- :class:`PolicyActionSource` calls ``actor.act(obs_batch, deterministic=...)`` on the driver;
+- :class:`ExpertActionSource` has the scripted experts (``envs.experts``) act inside the process
+  that holds the envs, since an expert reads the env's privileged state.
+
+:func:`load_policy_for_eval` turns a path (an exported policy folder, a training checkpoint or a
+run folder) into an actor.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+CHECKPOINT_PATTERN = re.compile(r"^iter_(\d+)$")
+EXPORTED_FILES = ("config.json", "model.safetensors")
+
+
+class PolicyLoadError(RuntimeError):
+    """A policy path that cannot be evaluated; the message names the path and what was expected."""
+
+
+@runtime_checkable
+class Actor(Protocol):
+    """Anything that maps an observation batch to action chunks.
+
+    ``obs_batch``: ``{"images": {camera: uint8 (B, H, W, 3)}, "state": float (B, S), "instruction": list[str]}``;
+    returns ``(actions (B, H, A) numpy or torch, extras dict)``.
+    """
+
+    def act(self, obs_batch: dict[str, Any], deterministic: bool = True) -> tuple[Any, dict[str, Any]]: ...
+
+
+class PolicyActionSource:
+    """Chunks from an :class:`Actor` on the driver."""
+
+    description = "policy"
+
+    def __init__(self, actor: Actor, deterministic: bool = True, name: str = "policy"):
+        self.actor = actor
+        self.deterministic = deterministic
+        self.name = name
+
+    def prepare(self, envs: Any) -> None:
+        pass
+
+    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
+        actions, _ = self.actor.act(observation, deterministic=self.deterministic)
+        if hasattr(actions, "detach"):
+            actions = actions.detach().float().cpu().numpy()
+        actions = np.asarray(actions, dtype=np.float32)
+        count = len(observation["instruction"])
+        if actions.ndim != 3 or actions.shape[0] != count:
+            raise ValueError(
+                f"{self.name}.act returned actions of shape {actions.shape}; expected action chunks "
+                f"(B={count}, H, A). A policy returning single actions (B, A) needs a chunk axis: actions[:, None]"
+            )
+        return actions
+
+
+class ExpertActionSource:
+    """The scripted experts of the evaluated tasks, acting where the envs live (chunks of one action)."""
+
+    def __init__(self, noise_std: float = 0.0, seed: int = 0):
+        self.noise_std = noise_std
+        self.seed = seed
+        self.name = "expert"
+
+    def prepare(self, envs: Any) -> None:
+        envs.use_experts(self.noise_std, self.seed)
+
+    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
+        return envs.expert_action_chunks()
+
+
+def _checkpoints_of(folder: Path) -> list[tuple[int, Path]]:
+    found = []
+    for child in folder.iterdir() if folder.is_dir() else ():
+        match = CHECKPOINT_PATTERN.match(child.name)
+        if match and child.is_dir():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def resolve_policy_folder(path: str | Path) -> Path:
+    """The exported (``save_pretrained``) folder that ``path`` designates.
+
+    ``path`` may be that folder, a training checkpoint ``checkpoints/iter_XXXXXX`` (its ``policy/``),
+    a ``checkpoints`` folder or a run folder (their latest checkpoint).
+
+    Raises:
+        PolicyLoadError: the path does not exist, is a file, or holds none of these.
+    """
+    path = Path(path).expanduser()
+    expected = (
+        "pass an exported policy folder (config.json + model.safetensors), a training checkpoint "
+        "(checkpoints/iter_XXXXXX with policy/ inside) or a run folder"
+    )
+    if not path.exists():
+        raise PolicyLoadError(f"policy path {str(path)!r} does not exist; {expected}")
+    if not path.is_dir():
+        raise PolicyLoadError(f"policy path {str(path)!r} is a file, not a folder; {expected}")
+    if (path / "config.json").is_file():
+        return path
+    if (path / "policy").is_dir():
+        return path / "policy"
+    for folder in (path, path / "checkpoints"):
+        checkpoints = [(i, c) for i, c in _checkpoints_of(folder) if (c / "policy").is_dir()]
+        if checkpoints:
+            return checkpoints[-1][1] / "policy"
+    contents = sorted(p.name for p in path.iterdir())[:10]
+    raise PolicyLoadError(f"{str(path)!r} holds no policy (its contents: {contents}); {expected}")
+
+
+def load_policy_for_eval(path: str | Path, device: str | None = None) -> Actor:
+    """Load the policy of ``path`` (see :func:`resolve_policy_folder`) for evaluation, in eval mode.
+
+    Raises:
+        PolicyLoadError: the path or the files inside cannot be read; names the file and the cause.
+    """
+    folder = resolve_policy_folder(path)
+    missing = [name for name in EXPORTED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise PolicyLoadError(
+            f"policy folder {str(folder)!r} lacks {missing}; it is incomplete (an interrupted export?) "
+            "or not a folder written by save_pretrained"
+        )
+    import policies.hub as hub  # lazily: torch and the model code load only when a policy is evaluated
+
+    loader = getattr(hub, "from_pretrained", None) or hub.load_pretrained
+    try:
+        policy = loader(folder, device=device) if device else loader(folder)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise PolicyLoadError(f"cannot load the policy in {str(folder)!r}: {type(error).__name__}: {error}") from error
+    if hasattr(policy, "eval"):
+        policy.eval()
+    return policy

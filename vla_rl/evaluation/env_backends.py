@@ -1,0 +1,98 @@
+"""Where evaluation envs live: in this process, or in Ray env workers.
+
+Both backends offer the same methods (those of :class:`~vla_rl.workers.chunked_envs.ChunkedEnvs`
+used by the evaluation): ``num_envs``, ``env_spec()``, ``reset(seeds, tasks=...)``, ``step(chunks)``,
+``deactivate_envs``, ``use_experts``, ``expert_action_chunks``, ``enable_video``, ``disable_video``,
+``pop_video_records`` and ``close``. In-process, that is a ``ChunkedEnvs`` itself; across workers,
+:class:`WorkerGroupEvalEnvs` binds one stage of an :class:`~vla_rl.workers.env_group.EnvWorkerGroup`.
+Episodes run one per env per round (``auto_reset=False``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+
+
+class WorkerGroupEvalEnvs:
+    """Stage ``stage`` of an env worker group, seen as one batch of envs."""
+
+    def __init__(self, group: Any, stage: int = 0, owns_group: bool = True):
+        self.group = group
+        self.stage = stage
+        self.owns_group = owns_group
+
+    @property
+    def num_envs(self) -> int:
+        return self.group.stage_size
+
+    def env_spec(self) -> Any:
+        return self.group.env_spec(self.stage)
+
+    def reset(self, seeds=None, init_states=None, tasks=None) -> Observation:
+        return self.group.reset(self.stage, seeds, init_states, tasks)
+
+    def step(self, action_chunks: np.ndarray) -> ChunkResult:
+        return self.group.step(self.stage, action_chunks)
+
+    def deactivate_envs(self, indices) -> None:
+        self.group.deactivate_envs(self.stage, indices)
+
+    def use_experts(self, noise_std: float = 0.0, seed: int = 0) -> None:
+        self.group.use_experts(self.stage, noise_std, seed)
+
+    def expert_action_chunks(self) -> np.ndarray:
+        return self.group.expert_action_chunks(self.stage)
+
+    def enable_video(self, indices, cameras, size) -> None:
+        self.group.enable_video(self.stage, indices, cameras, size)
+
+    def disable_video(self) -> None:
+        self.group.disable_video(self.stage)
+
+    def pop_video_records(self) -> dict[int, list[dict[str, Any]]]:
+        return self.group.pop_video_records(self.stage)
+
+    def close(self) -> None:
+        if self.owns_group:
+            self.group.close()
+
+
+def make_eval_envs(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    tasks: list[str],
+    num_envs: int,
+    num_workers: int = 0,
+    seed: int = 0,
+    ray_temp_dir: str | None = None,
+) -> Any:
+    """``num_envs`` envs for evaluation: in this process (``num_workers=0``) or over Ray workers.
+
+    With workers, ``num_envs`` is rounded up to a multiple of ``num_workers``.
+    """
+    if num_envs < 1:
+        raise ValueError(f"eval.num_envs must be >= 1, got {num_envs}")
+    if num_workers < 0:
+        raise ValueError(f"eval.num_workers must be >= 0, got {num_workers}")
+    if num_workers == 0:
+        from envs.registry import make
+
+        def make_env(index: int) -> Any:
+            return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)
+
+        return ChunkedEnvs(make_env, num_envs, base_seed=seed, auto_reset=False)
+    from vla_rl.runtime.ray_cluster import init_ray
+    from vla_rl.workers.env_group import EnvWorkerGroup
+    from vla_rl.workers.env_worker import EnvWorkerConfig
+
+    init_ray(temp_dir=ray_temp_dir)
+    envs_per_worker = -(-num_envs // num_workers)
+    config = EnvWorkerConfig(
+        env_id=env_id, env_kwargs=dict(env_kwargs), tasks=tuple(tasks), envs_per_stage=envs_per_worker,
+        num_stages=1, base_seed=seed, auto_reset=False,
+    )  # fmt: skip
+    return WorkerGroupEvalEnvs(EnvWorkerGroup(config, num_workers=num_workers))

@@ -1,0 +1,68 @@
+"""Success metrics of an evaluation: Wilson intervals, per-task and overall summaries, seeds."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+#: Two-sided 95% normal quantile.
+Z_95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (Wilson 1927).
+
+    With ``p = successes / trials`` and ``n = trials``::
+
+        centre = (p + z^2 / (2n)) / (1 + z^2 / n)
+        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
+
+    Unlike the normal (Wald) interval it stays inside [0, 1] and is not empty at p = 0 or 1.
+    """
+    if trials < 1:
+        raise ValueError(f"the Wilson interval needs at least one trial, got trials={trials}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in [0, trials={trials}], got {successes}")
+    p = successes / trials
+    z2 = z * z
+    denominator = 1.0 + z2 / trials
+    centre = (p + z2 / (2 * trials)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarize_episodes(episodes: Sequence[dict[str, Any]], wall_time_s: float) -> dict[str, Any]:
+    """Success rate with its 95% Wilson interval, mean return and length of ``episodes``.
+
+    Each episode is a dict with ``success`` (bool), ``return`` (float) and ``length`` (int).
+    """
+    count = len(episodes)
+    if count == 0:
+        raise ValueError("cannot summarise an evaluation without episodes")
+    successes = sum(bool(e["success"]) for e in episodes)
+    low, high = wilson_interval(successes, count)
+    returns = [float(e["return"]) for e in episodes]
+    mean_return = sum(returns) / count
+    return {
+        "episodes": count,
+        "successes": successes,
+        "success_rate": successes / count,
+        "success_ci95": [low, high],
+        "mean_return": mean_return,
+        "std_return": math.sqrt(sum((r - mean_return) ** 2 for r in returns) / count),
+        "mean_length": sum(int(e["length"]) for e in episodes) / count,
+        "wall_time_s": float(wall_time_s),
+    }
+
+
+def evaluation_seed(base_seed: int, task: str, episode_index: int) -> int:
+    """The reset seed of evaluation episode ``episode_index`` of ``task``.
+
+    It depends on neither the task order nor the number of envs, so the same config evaluates
+    the same initial states on one env or on many; the ``eval`` salt keeps it apart from the
+    seeds of demonstration collection (a policy is not scored on its own training layouts).
+    """
+    digest = hashlib.sha256(f"eval/{base_seed}/{task}".encode()).digest()
+    return (int.from_bytes(digest[:4], "little") + episode_index) % (2**31 - 1)

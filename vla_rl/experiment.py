@@ -1,0 +1,149 @@
+"""Assembling an RL run from the composed config: the one place that names concrete envs and policies.
+
+:func:`build_rl_run` starts Ray, builds the env worker group, the rollout worker and the
+FSDP2 actor group, and returns a :class:`vla_rl.trainer.Trainer` ready to ``fit``. The
+policy starts from ``trainer.init_policy`` (a ``save_pretrained`` folder, e.g. the SFT
+policy: its config, weights and dataset statistics) or from ``policy`` with random weights
+and action statistics taken from the env's action bounds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ray
+from omegaconf import DictConfig, OmegaConf
+
+from envs.registry import make, resolve
+from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from vla_rl.rollout import RolloutCollector
+from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.trainer import Trainer
+from vla_rl.trainer_config import AlgoConfig, TrainerConfig, section
+from vla_rl.workers.actor_group import ActorGroup
+from vla_rl.workers.env_group import EnvWorkerGroup
+from vla_rl.workers.env_worker import EnvWorkerConfig
+from vla_rl.workers.policy_factory import PolicySpec
+from vla_rl.workers.rollout_worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+
+def env_io_spec(env_id: str, task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env's spec as plain data (what the policy is built for)."""
+    env = make(f"{env_id}/{task}", **kwargs)
+    try:
+        spec = env.unwrapped.env_spec
+        return {
+            "camera_names": list(spec.camera_names),
+            "image_size": list(spec.image_size),
+            "state_dim": spec.state_dim,
+            "action_low": list(spec.action_low),
+            "action_high": list(spec.action_high),
+            "max_episode_steps": spec.max_episode_steps,
+            "control_hz": spec.control_hz,
+        }
+    finally:
+        env.close()
+
+
+def statistics_from_bounds(io_spec: dict[str, Any]) -> dict[str, Any]:
+    """Action statistics from the env's bounds and unit state statistics, for a policy without a dataset.
+
+    Stated, not silent: with min_max action normalisation this maps the bounds to [-1, 1].
+    """
+    low, high = io_spec["action_low"], io_spec["action_high"]
+    mid = [(a + b) / 2 for a, b in zip(low, high, strict=True)]
+    half = [(b - a) / 2 for a, b in zip(low, high, strict=True)]
+    dim = io_spec["state_dim"]
+    return {
+        "action": {"mean": mid, "std": half, "min": list(low), "max": list(high), "q01": list(low), "q99": list(high)},
+        "state": {"mean": [0.0] * dim, "std": [1.0] * dim, "min": [-1.0] * dim, "max": [1.0] * dim,
+                  "q01": [-1.0] * dim, "q99": [1.0] * dim},
+    }  # fmt: skip
+
+
+def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_policy: str | None) -> PolicySpec:
+    if init_policy:
+        from policies.hub import load_pretrained
+
+        folder = Path(init_policy)
+        if not (folder / "config.json").is_file():
+            raise ConfigError(f"'trainer.init_policy': {folder} is not a save_pretrained folder (no config.json)")
+        policy = load_pretrained(folder)
+        weights = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+        config = policy.config.to_dict()
+        stats = json.loads(json.dumps(policy.stats))
+        logger.info("starting from %s (its config, weights and statistics)", folder)
+        return PolicySpec(config, io_spec, stats, str(cfg.policy.factory), int(cfg.seed), weights)
+    config = OmegaConf.to_container(cfg.policy, resolve=True)
+    factory = config.pop("factory")
+    return PolicySpec(config, io_spec, statistics_from_bounds(io_spec), factory, int(cfg.seed))
+
+
+def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
+    """Write the trained policy as a ``save_pretrained`` folder."""
+    policy = spec.build("cpu")
+    policy.load_state_dict(weights, strict=True)
+    return policy.save_pretrained(folder)
+
+
+@contextlib.contextmanager
+def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> Iterator[Trainer]:
+    """Build the worker groups and the trainer; tear everything down on exit."""
+    trainer_cfg = section(cfg, "trainer", TrainerConfig)
+    algo = section(cfg, "algo", AlgoConfig)
+    algo.update_config(), algo.optim_config(), trainer_cfg.sharding_config()  # validate early
+    entry, _ = resolve(str(cfg.env.id))
+    tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
+    kwargs = env_kwargs(cfg.env)
+    if algo.rollout_mode == "episodes" and trainer_cfg.envs_per_stage % algo.group_size:
+        raise ConfigError(
+            f"'trainer.envs_per_stage'={trainer_cfg.envs_per_stage} must be a multiple of "
+            f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
+        )
+    io_spec = env_io_spec(entry.name, tasks[0], kwargs)
+    spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer_cfg.init_policy)
+    init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
+    env_config = EnvWorkerConfig(
+        env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
+        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.rollout_mode == "continuing",
+    )  # fmt: skip
+    env_group = rollout_worker = actors = tracker = None
+    try:
+        env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus)
+        device = None if trainer_cfg.device == "auto" else trainer_cfg.device
+        rollout_worker = (
+            ray.remote(RolloutWorker)
+            .options(num_cpus=trainer_cfg.rollout_worker_cpus, num_gpus=trainer_cfg.rollout_gpus)
+            .remote(spec, device, trainer_cfg.torch_threads)
+        )
+        actors = ActorGroup(
+            trainer_cfg.actor_world_size, spec, algo.optim_config(), algo.update_config(),
+            trainer_cfg.sharding_config(), trainer_cfg.actor_cpus, trainer_cfg.actor_gpus, device,
+            trainer_cfg.torch_threads,
+        )  # fmt: skip
+        from vla_rl.logging.trackers import make_trackers
+
+        tracker = make_trackers(
+            trainer_cfg.trackers, run_dir, OmegaConf.to_container(cfg, resolve=True), project="vla-rl"
+        )
+        collector = RolloutCollector(env_group, rollout_worker, tasks)
+        yield Trainer(
+            trainer_cfg, algo, collector, actors, rollout_worker, tracker, run_dir, int(cfg.seed),
+            evaluate=None, export=lambda weights, folder: export_policy(spec, weights, folder),
+        )  # fmt: skip
+    finally:
+        if tracker is not None:
+            tracker.close()
+        if actors is not None:
+            actors.shutdown()
+        if env_group is not None:
+            env_group.close()
+        if rollout_worker is not None:
+            ray.kill(rollout_worker, no_restart=True)

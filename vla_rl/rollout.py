@@ -1,0 +1,191 @@
+"""Collecting one rollout batch: env workers and a rollout worker, pipelined over stages.
+
+With ``S`` pipeline stages, while the env workers step stage ``s`` the rollout worker
+computes the actions of stage ``s + 1``; simulation and inference overlap::
+
+    act(0)
+    for t in steps:
+        for s in stages:
+            wait act(s) -> step_async(s) -> act(s + 1) -> wait step(s)
+
+Two modes:
+
+- ``continuing`` (PPO): every env resets at the start of the iteration (seeded from the run
+  seed, the iteration and the env index), then runs ``num_steps`` chunks with auto-reset.
+  Each iteration therefore starts from a known state, which makes resumed runs exact.
+- ``episodes`` (GRPO): one episode per env; envs come in groups of ``group_size`` that share
+  their task and initial state (``reset(options={"init_state": ...})``); the rollout ends
+  when every episode has ended or after ``num_steps`` chunks; steps after an end are masked.
+
+The result is a ``TensorDict`` with batch dims ``[num_envs, num_steps]`` in the layout of
+:mod:`vla_rl.algos.batch`, rows ordered stage by stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from tensordict import TensorDict
+
+from vla_rl.algos.advantages import next_values_from
+from vla_rl.workers.env_group import EnvWorkerGroup, concat_observations
+
+NOT_EXTRAS = ("log_prob", "value")
+
+
+def derived_seed(*parts: Any) -> int:
+    """A 31-bit seed from any parts (stable across processes and Python versions)."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+@dataclass
+class Rollout:
+    batch: TensorDict  # [N, T]
+    instructions: list[str]  # instruction_id -> text
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # finished episodes
+    env_steps: int = 0
+    success: torch.Tensor | None = None  # (N,) per-row success (episodes mode)
+
+
+def _still_running(result: Any) -> np.ndarray:
+    return result.active & ~(result.terminated | result.truncated)
+
+
+class RolloutCollector:
+    """Drives ``env_group`` with the policy of ``rollout_worker`` (a Ray actor handle)."""
+
+    def __init__(self, env_group: EnvWorkerGroup, rollout_worker: Any, tasks: tuple[str, ...]):
+        self.env_group = env_group
+        self.rollout_worker = rollout_worker
+        self.tasks = tasks
+
+    @property
+    def num_stages(self) -> int:
+        return self.env_group.num_stages
+
+    def _reset(self, mode: str, seed: int, iteration: int, attempt: int, group_size: int) -> list[dict]:
+        size = self.env_group.stage_size
+        observations = []
+        for stage in range(self.num_stages):
+            first = stage * size
+            if mode == "continuing":
+                seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
+                observations.append(self.env_group.reset(stage, seeds=seeds))
+                continue
+            if size % group_size:
+                raise ValueError(f"a stage holds {size} envs, not a multiple of group_size={group_size}")
+            groups = [(first + j) // group_size for j in range(size)]
+            seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
+            tasks = [self.tasks[g % len(self.tasks)] for g in groups]
+            self.env_group.reset(stage, seeds=seeds, tasks=tasks)
+            states = self.env_group.init_states(stage)
+            leaders = [states[(g * group_size) - first] for g in groups]
+            observations.append(self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks))
+        return observations
+
+    def collect(
+        self, num_steps: int, seed: int, iteration: int, mode: str = "continuing", group_size: int = 1,
+        attempt: int = 0, deterministic: bool = False,
+    ) -> Rollout:  # fmt: skip
+        if mode not in ("continuing", "episodes"):
+            raise ValueError(f"rollout mode {mode!r}; allowed: continuing, episodes")
+        stages = self.num_stages
+        observation = self._reset(mode, seed, iteration, attempt, group_size)
+        ray.get(self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy")))
+        act = self.rollout_worker.act.remote
+        records: list[list[dict]] = [[] for _ in range(stages)]
+        episodes: list[dict] = []
+        pending_act = {0: act(observation[0], deterministic)}
+        for t in range(num_steps):
+            for s in range(stages):
+                actions, extras = ray.get(pending_act.pop(s))
+                stepping = self.env_group.step_async(s, actions)
+                following = (s + 1) % stages
+                last = t == num_steps - 1 and following == 0
+                if stages > 1 and not last:
+                    pending_act[following] = act(observation[following], deterministic)  # overlaps the env step
+                result = self.env_group.wait(stepping)
+                records[s].append({"observation": observation[s], "actions": actions, "extras": extras,
+                                   "result": result})  # fmt: skip
+                episodes.extend({**e, "stage": s} for e in result.finished_episodes)
+                observation[s] = result.observation
+                if stages == 1 and not last:
+                    pending_act[0] = act(observation[0], deterministic)
+            if mode == "episodes" and not any(_still_running(r[-1]["result"]).any() for r in records):
+                break  # every episode has ended
+        return self._assemble(records, observation, episodes, mode, group_size)
+
+    def _assemble(self, records, final_observation, episodes, mode, group_size) -> Rollout:
+        steps = len(records[0])
+        vocabulary: dict[str, int] = {}
+
+        def per_step(getter) -> np.ndarray:
+            # (stages, T, stage_size, ...) -> (N, T, ...)
+            stacked = np.stack([np.stack([getter(r) for r in stage]) for stage in records])
+            stacked = np.swapaxes(stacked, 1, 2)
+            return stacked.reshape(-1, steps, *stacked.shape[3:])
+
+        def ids(texts: list[str]) -> np.ndarray:
+            return np.array([vocabulary.setdefault(text, len(vocabulary)) for text in texts], np.int64)
+
+        first_obs = records[0][0]["observation"]
+        images = {cam: torch.from_numpy(per_step(lambda r, c=cam: r["observation"]["images"][c])) for cam in first_obs["images"]}
+        observation = TensorDict(
+            {
+                "images": images,
+                "state": torch.from_numpy(per_step(lambda r: r["observation"]["state"])),
+                "instruction_id": torch.from_numpy(per_step(lambda r: ids(r["observation"]["instruction"]))),
+            },
+            batch_size=[images[next(iter(images))].shape[0], steps],
+        )
+        extras_keys = [k for k in records[0][0]["extras"] if k not in NOT_EXTRAS]
+        extras = {k: torch.from_numpy(per_step(lambda r, k=k: r["extras"][k])) for k in extras_keys}
+        result = lambda name: torch.from_numpy(per_step(lambda r: getattr(r["result"], name)))  # noqa: E731
+        mask = result("active")
+        terminated, truncated = result("terminated") & mask, result("truncated") & mask
+        values = torch.from_numpy(per_step(lambda r: r["extras"]["value"])).float()
+        final_values, last_values = self._bootstrap_values(records, final_observation, truncated)
+        batch = TensorDict(
+            {
+                "observation": observation,
+                "action_chunk": torch.from_numpy(per_step(lambda r: r["actions"])).float(),
+                "reward": result("reward").float() * mask,
+                "terminated": terminated,
+                "truncated": truncated,
+                "mask": mask,
+                "success": result("success") & mask,
+                "rollout_log_prob": torch.from_numpy(per_step(lambda r: r["extras"]["log_prob"])).float(),
+                "extras": TensorDict(extras, batch_size=mask.shape),
+                "value": values,
+                "next_value": next_values_from(values, last_values, final_values, terminated, truncated),
+            },
+            batch_size=mask.shape,
+        )
+        num_envs = mask.shape[0]
+        group_ids = torch.arange(num_envs) // max(group_size, 1)
+        batch["group_id"] = group_ids.reshape(-1, 1).expand(num_envs, steps).clone()
+        env_steps = int(per_step(lambda r: r["result"].steps_executed).sum())
+        success = batch["success"].any(dim=1) if mode == "episodes" else None
+        instructions = [text for text, _ in sorted(vocabulary.items(), key=lambda item: item[1])]
+        return Rollout(batch, instructions, episodes, env_steps, success)
+
+    def _bootstrap_values(self, records, final_observation, truncated) -> tuple[torch.Tensor, torch.Tensor]:
+        """Critic values of the final observations of truncated episodes ``(N, T)`` and after the rollout ``(N,)``."""
+        steps = len(records[0])
+        size = self.env_group.stage_size
+        final_values = torch.zeros(truncated.shape)
+        wanted = [(s, t) for s in range(self.num_stages) for t in range(steps)
+                  if truncated[s * size : (s + 1) * size, t].any()]  # fmt: skip
+        observations = [records[s][t]["result"].final_observation for s, t in wanted] + list(final_observation)
+        values = ray.get(self.rollout_worker.value.remote(concat_observations(observations)))
+        values = torch.from_numpy(np.asarray(values)).float()
+        for index, (s, t) in enumerate(wanted):
+            final_values[s * size : (s + 1) * size, t] = values[index * size : (index + 1) * size]
+        last_values = values[len(wanted) * size :]
+        return final_values, last_values

@@ -1,0 +1,392 @@
+"""Behaviour-cloning pre-training (SFT) of a VLA policy on collected demonstrations.
+
+:func:`run_sft` is the whole loop, top to bottom:
+
+1. read ``demos.hdf5`` (``train`` and ``valid`` splits) and ``stats.json`` beside it; check that the
+   demos fit the policy's io spec (cameras, image size, state and action dims of the env);
+2. build the policy with the dataset statistics (its normaliser; ``save_pretrained`` stores them);
+3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.data.demos.ChunkDataset`; the loss is the
+   policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
+   linear warmup then cosine decay of the learning rate; gradient-norm clipping;
+4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
+   seed for the noise a diffusion or flow loss draws, so that the numbers are comparable;
+5. the best-validation policy goes to ``<output>/best``, the final one to ``<output>/last``
+   (``save_pretrained`` writes through a temporary name), metrics to ``<output>/sft_metrics.jsonl``.
+
+``sft_metrics.jsonl`` holds one JSON object per line: ``{"split": "train", "step", "loss", "lr",
+"grad_norm", "samples_per_s", "time"}`` (averages over the last ``log_every`` steps),
+``{"split": "valid", "step", "loss", "best", "time"}``, and a final ``{"split": "summary", ...}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from vla_rl.data.demos import ChunkDataset, load_demonstrations
+from vla_rl.data.statistics import load_statistics
+from vla_rl.runtime.device import resolve_device
+from vla_rl.sft_data import (
+    DatasetError,
+    check_episodes_fit_policy,
+    dataset_files,
+    ordered_batches,
+    shuffled_batches,
+)
+
+DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
+SECTION_PATH_KEYS = ("dataset", "output")  # keys of the `sft` config section that are not SFTConfig fields
+METRICS_FILE = "sft_metrics.jsonl"
+BEST_DIR, LAST_DIR = "best", "last"
+
+
+@dataclass
+class SFTConfig:
+    """Knobs of :func:`run_sft` (the ``sft`` config section, less ``dataset`` and ``output``).
+
+    batch_size: samples (observation + action chunk) per step.
+    max_steps: optimiser steps at most. epochs: passes over the train split at most (None: no limit);
+        training stops at whichever limit comes first.
+    learning_rate: peak AdamW learning rate; weight_decay: AdamW decay of weight matrices (not of
+        biases, norms or other 1-d parameters).
+    warmup_steps: linear warmup from 0; then cosine decay to ``min_learning_rate_ratio * learning_rate``.
+    grad_clip_norm: clip the global gradient norm to this (0 or None: no clipping).
+    valid_every: steps between validations (also validated at the last step).
+    log_every: steps between ``train`` lines in ``sft_metrics.jsonl``.
+    num_threads: torch CPU threads (0: every CPU this process may use).
+    device: "auto" (the ``VLA_RL_DEVICE`` variable, else CUDA if available, else CPU), "cpu", "cuda:N".
+    show_progress: draw a tqdm progress bar with the current loss.
+    """
+
+    batch_size: int = 64
+    max_steps: int = 2000
+    epochs: float | None = None
+    learning_rate: float = 3e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    min_learning_rate_ratio: float = 0.1
+    grad_clip_norm: float | None = 1.0
+    valid_every: int = 250
+    log_every: int = 10
+    num_threads: int = 0
+    device: str = "auto"
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        positive = {"batch_size": self.batch_size, "max_steps": self.max_steps, "valid_every": self.valid_every,
+                    "log_every": self.log_every}  # fmt: skip
+        for name, value in positive.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.epochs is not None and not float(self.epochs) > 0:
+            raise ValueError(f"epochs must be > 0 or null (no limit), got {self.epochs!r}")
+        if not float(self.learning_rate) > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if float(self.weight_decay) < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        if not 0.0 <= float(self.min_learning_rate_ratio) <= 1.0:
+            raise ValueError(f"min_learning_rate_ratio must lie in [0, 1], got {self.min_learning_rate_ratio!r}")
+        if self.grad_clip_norm is not None and float(self.grad_clip_norm) < 0:
+            raise ValueError(f"grad_clip_norm must be >= 0 or null, got {self.grad_clip_norm!r}")
+        if not isinstance(self.num_threads, int) or self.num_threads < 0:
+            raise ValueError(f"num_threads must be an integer >= 0 (0: all CPUs), got {self.num_threads!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SFTConfig:
+        """Build from a plain mapping; an unknown key is a ValueError that lists the known ones."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown sft keys {unknown}; known keys: {', '.join(known)}")
+        return cls(**dict(data))
+
+
+@dataclass
+class SFTResult:
+    """What :func:`run_sft` produced.
+
+    policy_dir: the policy to use next (``best`` when there was a validation split, else ``last``).
+    train_losses: the loss of every step, in order (``train_losses[i]`` is step ``i + 1``).
+    valid_losses: ``(step, mean validation loss)`` of every validation (empty without a valid split).
+    samples_per_second: training throughput, validation and saving excluded.
+    """
+
+    policy_dir: Path
+    last_dir: Path
+    best_dir: Path | None
+    metrics_path: Path
+    train_losses: list[float]
+    valid_losses: list[tuple[int, float]]
+    best_valid_loss: float | None
+    num_steps: int
+    num_train_samples: int
+    num_valid_samples: int
+    samples_per_second: float
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def warmup_cosine_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """Learning-rate multiplier at optimiser step ``step`` (0-based): linear warmup, then cosine decay.
+
+    ``(step + 1) / warmup_steps`` during warmup; afterwards
+    ``min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2`` with ``p`` going from 0 to 1 over the
+    remaining steps.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps - 1)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def total_training_steps(config: SFTConfig, num_samples: int) -> int:
+    """``max_steps``, or fewer when ``epochs`` passes of ``num_samples`` take fewer batches."""
+    if config.epochs is None:
+        return config.max_steps
+    batches_per_epoch = max(1, num_samples // config.batch_size)  # full batches only (see shuffled_batches)
+    return max(1, min(config.max_steps, math.ceil(float(config.epochs) * batches_per_epoch)))
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int) -> Iterator[int]:
+    """Use ``num_threads`` torch threads (0: every CPU this process may use) inside the block."""
+    previous = torch.get_num_threads()
+    wanted = num_threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(wanted)
+    try:
+        yield wanted
+    finally:
+        torch.set_num_threads(previous)
+
+
+def env_io_spec(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
+    """The env's spec (cameras, image size, state size, action bounds): the policy's io spec."""
+    from envs.registry import make
+    from policies.config import PolicyIOSpec
+
+    env = make(env_id, **dict(env_kwargs))
+    try:
+        return PolicyIOSpec.from_spec(env.env_spec)
+    finally:
+        env.close()
+
+
+def build_policy_from_config(policy_config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any]) -> Any:
+    """The policy named by ``policy_config["factory"]`` (default :func:`policies.vla.build_policy`)."""
+    from envs.registry import import_object
+
+    config = dict(policy_config)
+    factory = import_object(str(config.pop("factory", None) or DEFAULT_POLICY_FACTORY))
+    return factory(config, io_spec.to_dict(), {feature: stats[feature] for feature in ("action", "state")})
+
+
+def make_optimizer(policy: torch.nn.Module, config: SFTConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices and kernels only (biases, norms and 1-d parameters are not decayed)."""
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in trainable if p.dim() >= 2], "weight_decay": float(config.weight_decay)},
+        {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=float(config.learning_rate))
+
+
+@torch.no_grad()
+def validation_loss(policy: Any, dataset: ChunkDataset, batch_size: int, cameras: list[str], seed: int) -> float:
+    """Mean ``bc_loss`` over ``dataset`` (weighted by batch size), with the noise of the loss drawn from ``seed``."""
+    was_training = policy.training
+    policy.eval()
+    total, count = 0.0, 0
+    devices = [policy.device] if policy.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        for batch in ordered_batches(dataset, batch_size, cameras):
+            size = len(batch["instruction"])
+            total += float(policy.bc_loss(batch)) * size
+            count += size
+    policy.train(was_training)
+    return total / count
+
+
+class MetricsWriter:
+    """``sft_metrics.jsonl``: one JSON object per line, flushed at once (a crash keeps what was written)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("w", encoding="utf-8")
+
+    def write(self, **record: Any) -> None:
+        self._file.write(json.dumps({**record, "time": time.time()}) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def run_sft(
+    policy_config: Mapping[str, Any],
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    dataset: str | Path,
+    output_dir: str | Path,
+    sft_config: SFTConfig | Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> SFTResult:
+    """Behaviour-clone a policy on the demos in ``dataset``; see the module docstring.
+
+    Args:
+        policy_config: the ``policy`` config section as a dict (``PolicyConfig`` fields, plus an optional
+            ``factory`` import path).
+        env_id, env_kwargs: the env whose spec (cameras, image size, state and action dims) the policy is
+            built for; the demos must match it.
+        dataset: the folder ``vla-rl collect`` wrote (or its ``demos.hdf5``), with ``stats.json`` beside it.
+        output_dir: receives ``best/``, ``last/`` and ``sft_metrics.jsonl``.
+        sft_config: an :class:`SFTConfig` or its dict form (default: ``SFTConfig()``).
+        seed: seeds the policy's initialisation, the shuffling and the noise of the losses.
+
+    Raises:
+        MissingDatasetError: ``demos.hdf5`` or ``stats.json`` does not exist (run ``vla-rl collect``).
+        DatasetError: the demos do not fit the policy (the message names the camera or dimension).
+    """
+    config = sft_config if isinstance(sft_config, SFTConfig) else SFTConfig.from_dict(sft_config or {})
+    demos_path, stats_path = dataset_files(dataset)
+    output_dir = Path(output_dir)
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch_threads(config.num_threads))
+        # 1. data
+        io_spec = env_io_spec(env_id, env_kwargs)
+        train_episodes, attrs = load_demonstrations(demos_path, split="train")
+        valid_episodes, _ = load_demonstrations(demos_path, split="valid")
+        if not train_episodes:
+            raise DatasetError(f"dataset {demos_path} has no demos in its 'train' split; collect more episodes")
+        for episodes in (train_episodes, valid_episodes):
+            if episodes:
+                check_episodes_fit_policy(episodes, io_spec, str(demos_path), env_id)
+        stats = load_statistics(stats_path)
+
+        # 2. policy
+        device = resolve_device(None if config.device == "auto" else config.device)
+        torch.manual_seed(seed)
+        policy = build_policy_from_config(policy_config, io_spec, stats).to(device)
+        policy.train()
+        chunk_size = int(policy.config.chunk_size)
+        cameras = list(io_spec.camera_names)
+        train_set = ChunkDataset(train_episodes, chunk_size)
+        valid_set = ChunkDataset(valid_episodes, chunk_size) if valid_episodes else None
+        if valid_set is None:
+            print(f"sft: dataset {demos_path} has an empty 'valid' split: no validation loss, and the last "
+                  f"policy is the result (collect more episodes or raise collect.valid_fraction to validate)")
+
+        # 3. optimisation
+        total_steps = total_training_steps(config, len(train_set))
+        optimizer = make_optimizer(policy, config)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: warmup_cosine_factor(step, config.warmup_steps, total_steps,
+                                              float(config.min_learning_rate_ratio)),
+        )  # fmt: skip
+        shuffle_generator = torch.Generator().manual_seed(seed)
+        batches = shuffled_batches(train_set, config.batch_size, cameras, shuffle_generator)
+        clip = float(config.grad_clip_norm) if config.grad_clip_norm else math.inf
+
+        metrics = stack.enter_context(contextlib.closing(MetricsWriter(output_dir / METRICS_FILE)))
+        train_losses: list[float] = []
+        valid_losses: list[tuple[int, float]] = []
+        best_valid, best_dir = math.inf, None
+        train_seconds, samples_seen = 0.0, 0
+        window: dict[str, float] = {"loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0, "steps": 0}
+        progress = tqdm(total=total_steps, desc="sft", unit="step", disable=not config.show_progress)
+        try:
+            for step in range(1, total_steps + 1):
+                step_started = time.perf_counter()
+                batch = next(batches)
+                loss = policy.bc_loss(batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), clip))
+                learning_rate = optimizer.param_groups[0]["lr"]
+                optimizer.step()
+                schedule.step()
+                loss_value = float(loss.detach())
+                if not math.isfinite(loss_value):
+                    raise FloatingPointError(
+                        f"sft loss became {loss_value} at step {step}; lower sft.learning_rate "
+                        f"(now {config.learning_rate}) or check the dataset statistics in {stats_path}"
+                    )
+                seconds = time.perf_counter() - step_started
+                size = len(batch["instruction"])
+                train_losses.append(loss_value)
+                train_seconds += seconds
+                samples_seen += size
+                for key, value in (("loss", loss_value), ("grad_norm", grad_norm), ("samples", size),
+                                   ("seconds", seconds), ("steps", 1)):  # fmt: skip
+                    window[key] += value
+                if step % config.log_every == 0 or step == total_steps:
+                    metrics.write(split="train", step=step, loss=window["loss"] / window["steps"], lr=learning_rate,
+                                  grad_norm=window["grad_norm"] / window["steps"],
+                                  samples_per_s=window["samples"] / max(window["seconds"], 1e-9))  # fmt: skip
+                    window = dict.fromkeys(window, 0.0)
+
+                # 4. validation and the best checkpoint
+                if valid_set is not None and (step % config.valid_every == 0 or step == total_steps):
+                    valid_loss = validation_loss(policy, valid_set, config.batch_size, cameras, seed)
+                    valid_losses.append((step, valid_loss))
+                    improved = valid_loss < best_valid
+                    if improved:
+                        best_valid = valid_loss
+                        best_dir = policy.save_pretrained(output_dir / BEST_DIR)
+                    metrics.write(split="valid", step=step, loss=valid_loss, best=improved)
+                    progress.set_postfix(loss=f"{loss_value:.4f}", valid=f"{valid_loss:.4f}", refresh=False)
+                else:
+                    progress.set_postfix(loss=f"{loss_value:.4f}", refresh=False)
+                progress.update(1)
+        except KeyboardInterrupt:
+            progress.close()
+            saved = policy.save_pretrained(output_dir / LAST_DIR)
+            print(f"sft: interrupted at step {len(train_losses)}; the policy so far is in {saved}")
+            raise
+        finally:
+            progress.close()
+
+        # 5. the last policy and the summary
+        last_dir = policy.save_pretrained(output_dir / LAST_DIR)
+        samples_per_second = samples_seen / max(train_seconds, 1e-9)
+        summary = {
+            "num_steps": total_steps,
+            "final_train_loss": train_losses[-1],
+            "best_valid_loss": None if best_dir is None else best_valid,
+            "samples_per_s": samples_per_second,
+            "num_train_samples": len(train_set),
+            "num_valid_samples": 0 if valid_set is None else len(valid_set),
+            "dataset": str(demos_path),
+            "dataset_env_id": str(attrs.get("env_id", "")),
+        }
+        metrics.write(split="summary", step=total_steps, **summary)
+    return SFTResult(
+        policy_dir=best_dir if best_dir is not None else last_dir,
+        last_dir=last_dir,
+        best_dir=best_dir,
+        metrics_path=metrics.path,
+        train_losses=train_losses,
+        valid_losses=valid_losses,
+        best_valid_loss=summary["best_valid_loss"],
+        num_steps=total_steps,
+        num_train_samples=len(train_set),
+        num_valid_samples=summary["num_valid_samples"],
+        samples_per_second=samples_per_second,
+        seconds=time.perf_counter() - started,
+    )

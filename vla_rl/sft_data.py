@@ -1,0 +1,114 @@
+"""The data side of behaviour cloning: dataset checks, batches and the collate into the policy's batch dict.
+
+A behaviour-cloning batch is what ``VLAPolicy.bc_loss`` takes::
+
+    {"images": {camera: uint8 (B, H, W, 3)}, "state": float32 (B, S), "instruction": list of B str,
+     "action": float32 (B, H_chunk, A), "action_mask": bool (B, H_chunk)}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vla_rl.data.demos import ChunkDataset, Episode
+
+DEMOS_FILE = "demos.hdf5"
+STATS_FILE = "stats.json"
+
+
+class DatasetError(ValueError):
+    """The demonstration dataset cannot train this policy; the message says why and what to do."""
+
+
+class MissingDatasetError(DatasetError, FileNotFoundError):
+    """The demonstration dataset does not exist."""
+
+
+def dataset_files(dataset: str | Path) -> tuple[Path, Path]:
+    """``(demos.hdf5, stats.json)`` of ``dataset`` (its folder or the ``demos.hdf5`` file), both checked to exist."""
+    path = Path(dataset)
+    demos = path if path.suffix in (".hdf5", ".h5") else path / DEMOS_FILE
+    stats = demos.with_name(STATS_FILE)
+    if not demos.is_file():
+        raise MissingDatasetError(
+            f"demonstration dataset {demos} does not exist; make it first with `vla-rl collect` "
+            f"(collect.output={demos.parent}), or point sft.dataset at an existing dataset folder"
+        )
+    if not stats.is_file():
+        raise MissingDatasetError(
+            f"dataset statistics {stats} do not exist beside {demos.name}; rerun `vla-rl collect` "
+            f"(collect.output={demos.parent}) to rebuild them"
+        )
+    return demos, stats
+
+
+def check_episodes_fit_policy(episodes: Sequence[Episode], io_spec: Any, source: str, env_id: str) -> None:
+    """Raise :class:`DatasetError` naming what differs between the demos and the policy's io spec.
+
+    ``io_spec`` is a ``PolicyIOSpec`` (camera_names, image_size, state_dim, action_dim).
+    """
+    first = episodes[0]
+    hint = f"collect the demos with the same env settings as the policy (env {env_id!r}), or change the env config"
+    cameras = list(first.images)
+    missing = [camera for camera in io_spec.camera_names if camera not in first.images]
+    if missing:
+        raise DatasetError(
+            f"dataset {source} has cameras {cameras} but the policy needs {list(io_spec.camera_names)} "
+            f"(missing in the dataset: {missing}); {hint}"
+        )
+    for camera in io_spec.camera_names:
+        image_size = tuple(first.images[camera].shape[1:3])
+        if image_size != tuple(io_spec.image_size):
+            raise DatasetError(
+                f"dataset {source} has {camera!r} images of {image_size[0]}x{image_size[1]} but the policy needs "
+                f"{io_spec.image_size[0]}x{io_spec.image_size[1]} (env.kwargs.image_size); {hint}"
+            )
+    action_dim, state_dim = first.actions.shape[1], first.states.shape[1]
+    if action_dim != io_spec.action_dim:
+        raise DatasetError(
+            f"dataset {source} has actions of {action_dim} dimensions but the env gives the policy "
+            f"{io_spec.action_dim} action dimensions; {hint}"
+        )
+    if state_dim != io_spec.state_dim:
+        raise DatasetError(
+            f"dataset {source} has states of {state_dim} dimensions but the env gives the policy "
+            f"{io_spec.state_dim}; {hint}"
+        )
+
+
+def collate_chunks(items: Sequence[dict[str, Any]], cameras: Sequence[str]) -> dict[str, Any]:
+    """Stack :class:`ChunkDataset` items into one behaviour-cloning batch (see the module docstring)."""
+    return {
+        "images": {camera: torch.stack([item["images"][camera] for item in items]) for camera in cameras},
+        "state": torch.stack([item["state"] for item in items]),
+        "instruction": [item["instruction"] for item in items],
+        "action": torch.stack([item["action"] for item in items]),
+        "action_mask": torch.stack([item["action_mask"] for item in items]),
+    }
+
+
+def shuffled_batches(
+    dataset: ChunkDataset, batch_size: int, cameras: Sequence[str], generator: torch.Generator
+) -> Iterator[dict[str, Any]]:
+    """Endless mini-batches of one size: each epoch is a fresh permutation drawn from ``generator``.
+
+    An epoch yields ``len(dataset) // batch_size`` full batches (the remainder is left to later
+    permutations): one batch shape keeps CPU kernels from re-planning for odd sizes. A dataset
+    smaller than one batch gives one batch of all its samples per epoch.
+    """
+    size = min(batch_size, len(dataset))
+    while True:
+        order = torch.randperm(len(dataset), generator=generator).tolist()
+        for start in range(0, len(order) - size + 1, size):
+            yield collate_chunks([dataset[i] for i in order[start : start + size]], cameras)
+
+
+def ordered_batches(dataset: ChunkDataset, batch_size: int, cameras: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """One pass over ``dataset`` in order (for validation)."""
+    for start in range(0, len(dataset), batch_size):
+        stop = min(start + batch_size, len(dataset))
+        yield collate_chunks([dataset[i] for i in range(start, stop)], cameras)

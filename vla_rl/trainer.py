@@ -1,0 +1,220 @@
+"""The fit loop: a short sequence of named phases per iteration.
+
+    sync weights -> rollout -> advantages -> update -> (evaluate) -> (checkpoint) -> log
+
+PPO (with critic, continuing envs) and GRPO (critic-free, groups of envs sharing an initial
+state) are chosen by ``algo.name``; both work with every action head. The worker groups
+(env workers, one rollout worker, FSDP2 actor ranks) are Ray actors built by
+:class:`vla_rl.experiment.Experiment`; this module only orchestrates them.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from tensordict import TensorDict
+
+from vla_rl.algos import compute_advantages, valid_steps
+from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
+from vla_rl.algos.groups import filter_groups_by_success_rate
+from vla_rl.rollout import Rollout, RolloutCollector, derived_seed
+from vla_rl.runtime import checkpoint
+from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
+from vla_rl.trainer_config import AlgoConfig, TrainerConfig
+from vla_rl.workers.actor_group import ActorGroup
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainerState:
+    """What a checkpoint needs besides weights and optimizer: where the run stands."""
+
+    iteration: int = 0  # the next iteration to run
+    env_steps: int = 0
+    weights_version: int = 0
+    env_restarts: int = 0
+
+
+class Trainer:
+    """Runs ``trainer.iterations`` iterations; see the module docstring."""
+
+    def __init__(
+        self, trainer: TrainerConfig, algo: AlgoConfig, collector: RolloutCollector, actors: ActorGroup,
+        rollout_worker: Any, tracker: Any, run_dir: Path, seed: int, evaluate: Any = None, export: Any = None,
+    ):  # fmt: skip
+        self.config, self.algo = trainer, algo
+        self.collector, self.actors, self.rollout_worker = collector, actors, rollout_worker
+        self.tracker, self.run_dir, self.seed = tracker, Path(run_dir), seed
+        self.evaluate_fn, self.export_fn = evaluate, export
+        self.checkpoint_root = self.run_dir / "checkpoints"
+        self.state = TrainerState()
+        self.synced_version = -1
+        self.timing_rows: list[dict[str, float]] = []
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> TrainerState:
+        if self.config.resume:
+            self.resume()
+        while self.state.iteration < self.config.iterations:
+            iteration = self.state.iteration
+            timer = PhaseTimer()
+            profiling = iteration in self.config.profile_iterations
+            if profiling:
+                self._start_profiling(iteration)
+            with timer.phase("sync_weights"):
+                self.sync_weights()
+            with timer.phase("rollout"):
+                rollout = self.collect_rollout(iteration)
+            with timer.phase("advantages"):
+                batch, advantage_metrics = self.compute_advantages(rollout)
+            with timer.phase("update"):
+                update_metrics = self.actors.update(batch, rollout.instructions, derived_seed(self.seed, iteration, "update"))
+            self.state.weights_version += 1
+            self.state.env_steps += rollout.env_steps
+            self.state.iteration += 1
+            eval_metrics = {}
+            if self.config.eval_every and self.state.iteration % self.config.eval_every == 0:
+                with timer.phase("evaluate"):
+                    eval_metrics = self.evaluate(self.state.iteration)
+            if self.config.checkpoint_every and (
+                self.state.iteration % self.config.checkpoint_every == 0 or self.state.iteration == self.config.iterations
+            ):
+                with timer.phase("checkpoint"):
+                    self.save_checkpoint()
+            if profiling:
+                self._stop_profiling(iteration, timer)
+            self.log(iteration, rollout, {**advantage_metrics, **update_metrics}, eval_metrics, timer)
+        return self.state
+
+    # ------------------------------------------------------------------ phases
+    def sync_weights(self) -> None:
+        """Push the actor's weights to the rollout worker, unless it already has this version."""
+        if self.synced_version == self.state.weights_version:
+            return
+        weights = ray.put(self.actors.full_weights())
+        ray.get(self.rollout_worker.set_weights.remote(weights, self.state.weights_version))
+        self.synced_version = self.state.weights_version
+
+    def collect_rollout(self, iteration: int) -> Rollout:
+        algo = self.algo
+        steps, mode = self.config.rollout_steps, algo.rollout_mode
+
+        def collect(attempt: int) -> Rollout:
+            return self.collector.collect(steps, self.seed, iteration, mode, algo.group_size, attempt)
+
+        if not algo.dynamic_sampling:
+            rollout = collect(0)
+            if algo.filter_groups and mode == "episodes":
+                keep = filter_groups_by_success_rate(
+                    rollout.success, rollout.batch["group_id"][:, 0], algo.min_success_rate, algo.max_success_rate
+                )
+                rollout.batch["mask"] &= keep.reshape(-1, 1)
+            return rollout
+        accumulator = DynamicSamplingAccumulator(
+            self.config.num_envs // algo.group_size, algo.max_sampling_attempts, algo.min_success_rate,
+            algo.max_success_rate,
+        )  # fmt: skip
+        rollouts, instructions = [], []
+        while accumulator.can_collect:
+            rollout = collect(accumulator.attempts)
+            rollouts.append(rollout)
+            # instruction ids are per rollout: shift them into one vocabulary shared by the merged batch
+            batch = rollout.batch.clone()
+            batch["observation", "instruction_id"] += len(instructions)
+            instructions.extend(rollout.instructions)
+            accumulator.add(batch, rollout.success)
+        episodes = [e for r in rollouts for e in r.episodes]
+        return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts))
+
+    def compute_advantages(self, rollout: Rollout) -> tuple[TensorDict, dict[str, float]]:
+        """Advantages and returns over ``[N, T]``; returns the flat batch of valid steps for the update."""
+        batch = rollout.batch
+        result = compute_advantages(batch, self.algo.advantage_estimator, **self.algo.advantage_options)
+        batch["advantage"] = result.advantages
+        batch["return"] = result.returns
+        if not self.algo.bypass_old_log_probs:
+            raise NotImplementedError(
+                "algo.bypass_old_log_probs=false (a recompute pass) is not supported yet; the rollout and actor "
+                "policies hold the same weights, so the rollout's log-probs are the old log-probs"
+            )
+        batch["old_log_prob"] = batch["rollout_log_prob"]
+        flat = valid_steps(batch.exclude("success"))
+        if flat.shape[0] == 0:
+            raise RuntimeError("the rollout has no valid step to train on (every group was filtered out?)")
+        mask = batch["mask"]
+        metrics = {
+            "train/advantage_mean": float(result.advantages[mask].mean()),
+            "train/return_mean": float(result.returns[mask].mean()),
+            "train/valid_steps": float(flat.shape[0]),
+        }
+        return flat, metrics
+
+    def evaluate(self, iteration: int) -> dict[str, float]:
+        if self.evaluate_fn is None:
+            return {}
+        weights = self.actors.full_weights()
+        return self.evaluate_fn(weights, iteration)
+
+    def save_checkpoint(self) -> Path:
+        """Actor/critic/optimizer shards (DCP), trainer state and the exported policy; atomically renamed."""
+        iteration = self.state.iteration
+        folder = checkpoint.temporary_path(self.checkpoint_root, iteration)
+        if folder.exists():  # left by a crash during an earlier save
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        self.actors.save(str(folder))
+        self.state.env_restarts = self.collector.env_group.restarts
+        torch.save(vars(self.state), folder / "trainer_state.pt")
+        if self.export_fn is not None:
+            self.export_fn(self.actors.full_weights(), folder / "policy")
+        return checkpoint.finalize(self.checkpoint_root, iteration, self.config.keep_last)
+
+    def resume(self) -> None:
+        latest = checkpoint.latest_checkpoint(self.checkpoint_root)
+        if latest is None:
+            logger.warning("resume=true but %s holds no checkpoint; starting from scratch", self.checkpoint_root)
+            return
+        self.actors.load(str(latest))
+        self.state = TrainerState(**torch.load(latest / "trainer_state.pt", weights_only=False))
+        self.synced_version = -1
+        logger.info("resumed from %s at iteration %d", latest, self.state.iteration)
+
+    def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
+        episodes = rollout.episodes
+        metrics = {f"train/{k}" if "/" not in k else k: v for k, v in train.items()}
+        metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in metrics.items()}
+        if episodes:
+            metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))
+            metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))
+            metrics["train/episode_length"] = float(np.mean([e["length"] for e in episodes]))
+        metrics["train/episodes"] = float(len(episodes))
+        metrics["train/env_steps"] = float(self.state.env_steps)
+        metrics["train/env_restarts"] = float(self.collector.env_group.restarts)
+        total = sum(timer.seconds.values())
+        metrics.update(timer.metrics())
+        metrics["timing/iteration_s"] = total
+        metrics["timing/env_steps_per_s"] = rollout.env_steps / max(timer.seconds.get("rollout", 1e-9), 1e-9)
+        metrics.update(evaluation)
+        self.tracker.log_scalars(metrics, step=iteration + 1)
+
+    # ------------------------------------------------------------------ profiling
+    def _start_profiling(self, iteration: int) -> None:
+        folder = self.run_dir / "profile" / f"iter_{iteration:06d}"
+        self.actors.call("start_profile", str(folder / "actor_rank{rank}.json"))
+        ray.get(self.rollout_worker.start_profile.remote(str(folder / "rollout_worker.json")))
+        self.collector.env_group.call_all("start_profile", str(folder / "env_worker{index}.json"))
+
+    def _stop_profiling(self, iteration: int, timer: PhaseTimer) -> None:
+        self.actors.call("stop_profile")
+        ray.get(self.rollout_worker.stop_profile.remote())
+        self.collector.env_group.call_all("stop_profile")
+        self.timing_rows.append({"iteration": iteration, **timer.seconds})
+        write_timing_table(self.timing_rows, self.run_dir / "profile" / "timings.md")

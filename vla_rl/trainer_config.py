@@ -1,0 +1,140 @@
+"""Schemas of the ``algo`` and ``trainer`` config sections (``configs/algo/``, ``configs/trainer/``).
+
+Each section is read into a dataclass; an unknown key or a value of the wrong type is a
+:class:`vla_rl.config.ConfigError` that names the key and lists the allowed ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from vla_rl.config import ConfigError
+from vla_rl.runtime.fsdp import ShardingConfig
+from vla_rl.workers.actor_worker import OptimConfig
+from vla_rl.workers.ppo_update import UpdateConfig
+
+
+@dataclass
+class AlgoConfig:
+    """PPO (with critic) or GRPO (critic-free); both work with every action head.
+
+    - ``name``: "ppo" or "grpo" (sets the rollout mode: continuing envs, or one episode per env in groups).
+    - ``advantage_estimator``: a name of ``vla_rl.algos.ADVANTAGE_ESTIMATORS`` (gae, grpo, dr_grpo, rloo, ...).
+    - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``).
+    - ``group_size``: envs per GRPO group (they share task and initial state).
+    - ``filter_groups``: drop groups whose success rate is outside [min_success_rate, max_success_rate].
+    - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
+      ``max_sampling_attempts`` collections.
+    - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass).
+    - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule.
+    """
+
+    name: str = "ppo"
+    advantage_estimator: str = "gae"
+    advantage_options: dict[str, Any] = field(default_factory=lambda: {"gamma": 0.99, "lam": 0.95, "whiten": True})
+    group_size: int = 1
+    filter_groups: bool = False
+    min_success_rate: float = 0.1
+    max_success_rate: float = 0.9
+    dynamic_sampling: bool = False
+    max_sampling_attempts: int = 4
+    bypass_old_log_probs: bool = True
+    update: dict[str, Any] = field(default_factory=dict)
+    optim: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rollout_mode(self) -> str:
+        return "episodes" if self.name == "grpo" else "continuing"
+
+    def update_config(self) -> UpdateConfig:
+        return _dataclass_from(UpdateConfig, self.update, "algo.update")
+
+    def optim_config(self) -> OptimConfig:
+        values = dict(self.optim)
+        if "betas" in values:
+            values["betas"] = tuple(values["betas"])
+        return _dataclass_from(OptimConfig, values, "algo.optim")
+
+
+@dataclass
+class TrainerConfig:
+    """The fit loop and the placement of its worker groups (defaults: one 2-core machine).
+
+    - ``iterations``: rollout + update cycles. ``rollout_steps``: chunk steps per env per iteration
+      (GRPO: the longest episode in chunks).
+    - ``num_env_workers`` x ``num_stages`` x ``envs_per_stage`` envs; pipeline stages overlap
+      simulation with inference (1 = no overlap).
+    - ``actor_world_size``: FSDP2 ranks; ``sharding``: :class:`ShardingConfig` fields.
+    - ``device``: "auto" (``VLA_RL_DEVICE``, else CUDA if available, else CPU), "cpu" or "cuda".
+    - ``init_policy``: a ``save_pretrained`` folder to start from (e.g. the SFT policy); null: random init,
+      with action statistics from the env's bounds.
+    - ``eval_every`` / ``eval_episodes_per_task``: evaluation (0 = never); ``checkpoint_every`` / ``keep_last``.
+    - ``resume``: continue from the latest checkpoint in ``run_dir``.
+    - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
+    - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
+    - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
+      ``ray_address`` joins a running cluster. ``torch_threads`` per worker process.
+    """
+
+    iterations: int = 20
+    rollout_steps: int = 8
+    num_env_workers: int = 1
+    num_stages: int = 2
+    envs_per_stage: int = 4
+    actor_world_size: int = 1
+    sharding: dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+    init_policy: str | None = None
+    eval_every: int = 0
+    eval_episodes_per_task: int = 10
+    checkpoint_every: int = 10
+    keep_last: int = 2
+    resume: bool = False
+    profile_iterations: list[int] = field(default_factory=list)
+    trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+    env_worker_cpus: float = 1.0
+    rollout_worker_cpus: float = 1.0
+    actor_cpus: float = 1.0
+    actor_gpus: float = 0.0
+    rollout_gpus: float = 0.0
+    ray_num_cpus: int = 0
+    ray_address: str | None = None
+    torch_threads: int = 1
+
+    def sharding_config(self) -> ShardingConfig:
+        return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
+
+    @property
+    def num_envs(self) -> int:
+        return self.num_env_workers * self.num_stages * self.envs_per_stage
+
+
+def _dataclass_from(cls: type, values: dict[str, Any], where: str) -> Any:
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; allowed: {', '.join(names)}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'{where}': {error}") from None
+
+
+def section(cfg: DictConfig, key: str, cls: type) -> Any:
+    """The config section ``key`` as a ``cls`` dataclass (with its nested plain dicts)."""
+    if key not in cfg:
+        raise ConfigError(f"config lacks the section '{key}'")
+    values = OmegaConf.to_container(cfg[key], resolve=True)
+    result = _dataclass_from(cls, values, key)
+    for f in dataclasses.fields(cls):
+        value = getattr(result, f.name)
+        expected = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        if expected in ("int", "float") and not isinstance(value, int | float) or (
+            expected == "bool" and not isinstance(value, bool)
+        ):
+            raise ConfigError(f"'{key}.{f.name}' must be {expected}, got {value!r}")
+    return result
