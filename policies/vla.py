@@ -212,3 +212,14 @@ class VLAPolicy(nn.Module):
         from policies.hub import load_pretrained
 
         return load_pretrained(directory, device=device)
+
+
+def build_policy(config: PolicyConfig | Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any] | None) -> VLAPolicy:
+    """The default policy factory (``policy.factory`` in the configs): a :class:`VLAPolicy` from plain data.
+
+    ``config`` is a :class:`PolicyConfig` or its dict form (``PolicyConfig.to_dict``); unknown keys
+    are errors that name the key.
+    """
+    if not isinstance(config, PolicyConfig):
+        config = PolicyConfig.from_dict(dict(config))
+    return VLAPolicy(config, io_spec, stats)

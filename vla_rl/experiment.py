@@ -19,6 +19,9 @@ from typing import Any
 import ray
 from omegaconf import DictConfig, OmegaConf
 
+# The policies (timm, hence torchvision) must be imported before any env renders in this process:
+# torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
+import policies  # noqa: F401
 from envs.registry import make, resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
 from vla_rl.rollout import RolloutCollector
@@ -114,7 +117,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
         num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.rollout_mode == "continuing",
     )  # fmt: skip
-    env_group = rollout_worker = actors = tracker = None
+    env_group = rollout_worker = actors = tracker = evaluator = None
     try:
         env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus)
         device = None if trainer_cfg.device == "auto" else trainer_cfg.device
@@ -134,11 +137,16 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
             trainer_cfg.trackers, run_dir, OmegaConf.to_container(cfg, resolve=True), project="vla-rl"
         )
         collector = RolloutCollector(env_group, rollout_worker, tasks)
+        if trainer_cfg.eval_every:
+            evaluator = PeriodicEvaluation(cfg, spec, entry.name, tasks, kwargs, run_dir, tracker,
+                                           trainer_cfg.eval_episodes_per_task)  # fmt: skip
         yield Trainer(
             trainer_cfg, algo, collector, actors, rollout_worker, tracker, run_dir, int(cfg.seed),
-            evaluate=None, export=lambda weights, folder: export_policy(spec, weights, folder),
+            evaluate=evaluator, export=lambda weights, folder: export_policy(spec, weights, folder),
         )  # fmt: skip
     finally:
+        if evaluator is not None:
+            evaluator.close()
         if tracker is not None:
             tracker.close()
         if actors is not None:
@@ -147,3 +155,38 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
             env_group.close()
         if rollout_worker is not None:
             ray.kill(rollout_worker, no_restart=True)
+
+
+class PeriodicEvaluation:
+    """The trainer's evaluation every k iterations: persistent eval envs, videos, eval_info.json per run."""
+
+    def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
+                 tracker: Any, episodes_per_task: int):  # fmt: skip
+        from vla_rl.commands.eval import video_settings
+        from vla_rl.evaluation import EvalSettings, make_eval_envs
+
+        self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
+        self.policy = spec.build("cpu").eval()
+        self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval))
+        self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
+                                   seed=int(cfg.seed))  # fmt: skip
+        self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
+                         "num_envs": self.envs.num_envs, "num_workers": int(cfg.eval.num_workers)}  # fmt: skip
+        self.deterministic = bool(cfg.eval.deterministic)
+
+    def __call__(self, weights: dict, iteration: int) -> dict[str, float]:
+        from vla_rl.evaluation import PolicyActionSource, evaluate_and_report
+
+        self.policy.load_state_dict(weights, strict=True)
+        output = self.run_dir / "eval" / f"iter_{iteration:06d}"
+        document, _ = evaluate_and_report(
+            self.envs, PolicyActionSource(self.policy, self.deterministic), self.tasks, self.settings, output,
+            {"kind": "actor", "iteration": iteration}, self.env_info, tracker=self.tracker, step=iteration,
+        )  # fmt: skip
+        overall = document["overall"]
+        print(f"[eval] iteration {iteration}: success {overall['success_rate']:.3f} "
+              f"({overall['successes']}/{overall['episodes']}), videos in {output}")  # fmt: skip
+        return {}  # already logged to the trackers at this step
+
+    def close(self) -> None:
+        self.envs.close()

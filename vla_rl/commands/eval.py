@@ -9,7 +9,7 @@ from pathlib import Path
 from vla_rl.commands.common import OVERRIDES_HELP
 
 
-def _settings(eval_cfg):
+def video_settings(eval_cfg):
     from vla_rl.evaluation import VideoSettings
 
     video = eval_cfg.video
@@ -61,7 +61,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     output = Path(str(eval_cfg.output))
     settings = EvalSettings(episodes_per_task=int(eval_cfg.episodes_per_task), seed=int(cfg.seed),
-                            video=_settings(eval_cfg))  # fmt: skip
+                            video=video_settings(eval_cfg))  # fmt: skip
     kwargs = env_kwargs(cfg.env)
     num_workers = int(eval_cfg.num_workers)
     env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK

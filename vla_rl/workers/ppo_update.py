@@ -6,7 +6,7 @@ all ranks from a seed, so no data moves between them:
     for each epoch:
         permute the steps (seeded), split into ``num_minibatches`` mini-batches
         for each mini-batch:
-            pad it to a multiple of the world size, take this rank's equal shard
+            pad it to a multiple of the world size (masked copies), take this rank's equal shard
             for each micro-batch of the shard (gradient accumulation):
                 gradients are reduced across ranks only on the last micro-batch
                 loss = policy loss + vf_coef * value loss - entropy bonus + kl_coef * KL
@@ -31,7 +31,6 @@ from tensordict import TensorDict
 from torch import nn
 
 from policies.heads.base import reduce_log_prob
-from vla_rl.algos.batch import pad_to_multiple
 from vla_rl.algos.kl import kl_loss
 from vla_rl.algos.losses import PolicyLossConfig, entropy_bonus_loss, get_policy_loss, value_loss
 from vla_rl.runtime.fsdp import set_gradient_sync
@@ -115,6 +114,20 @@ def normalizer_for(mask: torch.Tensor, tokens_per_step: int, aggregation: str) -
     return valid * tokens_per_step if aggregation in TOKENS_PER_STEP_MODES else valid
 
 
+def pad_with_masked_copies(minibatch: TensorDict, multiple: int) -> TensorDict:
+    """Pad to a multiple of the world size with copies of real steps whose ``mask`` is False.
+
+    Copies (not zeros) keep every head's log-prob finite on the padding: a zero denoising chain or
+    noise level would give NaN, and NaN times a zero mask is still NaN in the gradient.
+    """
+    missing = (-minibatch.shape[0]) % multiple
+    if missing == 0:
+        return minibatch
+    padding = minibatch[torch.arange(missing) % minibatch.shape[0]].clone()
+    padding["mask"] = torch.zeros_like(padding["mask"])
+    return torch.cat([minibatch, padding], dim=0)
+
+
 def micro_batch_loss(
     context: UpdateContext, config: UpdateConfig, micro: TensorDict, instructions: list[str], normalizer: float,
     value_normalizer: float,
@@ -179,7 +192,7 @@ def ppo_update(
             minibatch = batch[indices]
             normalizer = normalizer_for(minibatch["mask"], tokens_per_step, config.aggregation)
             value_normalizer = normalizer_for(minibatch["mask"], 1, "token-mean")
-            padded, _ = pad_to_multiple(minibatch, context.world_size)
+            padded = pad_with_masked_copies(minibatch, context.world_size)
             shard_size = padded.shape[0] // context.world_size
             shard = padded[context.rank * shard_size : (context.rank + 1) * shard_size]
             micro_batches = [shard[i : i + config.micro_batch_size] for i in range(0, shard_size, config.micro_batch_size)]

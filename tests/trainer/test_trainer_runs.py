@@ -1,0 +1,66 @@
+"""`vla-rl train` end to end at tiny size: worker groups, checkpoints, resume, faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ray
+import torch
+from tiny_training import TINY_TRAINING as TINY
+
+import policies  # noqa: F401  (before any rendering: see docs/platform.md)
+from policies.hub import load_pretrained
+from vla_rl.cli import main
+from vla_rl.config import load_config
+from vla_rl.experiment import rl_run
+
+VOLATILE = ("time", "timing/")
+
+
+def metrics_of(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith(VOLATILE)} for row in rows if "train/env_steps" in row]
+
+
+def test_train_command_two_env_workers_two_ranks_then_resume_at_one_rank_after_a_crash(ray_session, tmp_path):
+    run_dir = tmp_path / "run"
+    code = main(["train", *TINY, f"run_dir={run_dir}", "trainer.iterations=2", "trainer.num_env_workers=2",
+                 "trainer.actor_world_size=2", "trainer.eval_every=2", "trainer.eval_episodes_per_task=2",
+                 "eval.num_envs=2", "eval.video.episodes_per_task=1", "eval.video.grid_envs=0"])  # fmt: skip
+    assert code == 0
+    rl_dir = run_dir / "rl"
+    rows = metrics_of(rl_dir)
+    assert [row["step"] for row in rows] == [1, 2]
+    # 2 workers x 2 stages x 2 envs, 3 chunks of 4 actions each, unless an episode ended inside a chunk
+    assert 0 < rows[0]["train/env_steps"] <= 2 * 2 * 2 * 3 * 4
+    assert all(torch.isfinite(torch.tensor(row["train/loss/policy"])) for row in rows)
+    checkpoints = sorted(p.name for p in (rl_dir / "checkpoints").glob("iter_*"))
+    assert checkpoints == ["iter_000001", "iter_000002"]
+    eval_info = json.loads((rl_dir / "eval" / "iter_000002" / "eval_info.json").read_text())
+    assert eval_info["overall"]["episodes"] == 2
+    exported = load_pretrained(rl_dir / "checkpoints" / "iter_000002" / "policy")
+
+    # Resume at world size 1 (saved at 2) with one env worker that crashes during the rollout.
+    cfg = load_config([*TINY, f"run_dir={run_dir}", "trainer.iterations=3", "trainer.resume=true"])
+    with rl_run(cfg, rl_dir) as trainer:
+        trainer.resume()
+        loaded = trainer.actors.full_weights()
+        for key, value in exported.state_dict().items():
+            torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+        ray.get(trainer.collector.env_group.workers[0].inject_crash.remote(after_steps=2))
+        state = trainer.fit()
+    assert state.iteration == 3 and state.env_restarts == 1
+    last = metrics_of(rl_dir)[-1]
+    assert last["step"] == 3 and last["train/env_restarts"] == 1.0
+
+
+def test_resumed_run_equals_uninterrupted_run(ray_session, tmp_path):
+    uninterrupted, interrupted = tmp_path / "full", tmp_path / "split"
+    assert main(["train", *TINY, f"run_dir={uninterrupted}", "trainer.iterations=2", "experiment.stages=[rl]"]) == 0
+    assert main(["train", *TINY, f"run_dir={interrupted}", "trainer.iterations=1"]) == 0
+    assert main(["train", *TINY, f"run_dir={interrupted}", "trainer.iterations=2", "trainer.resume=true"]) == 0
+    full, split = metrics_of(uninterrupted / "rl"), metrics_of(interrupted / "rl")
+    assert [r["step"] for r in split] == [1, 2]
+    assert split[1] == full[1]
+    assert split[1]["train/loss/policy"] != split[0]["train/loss/policy"]
