@@ -38,11 +38,19 @@ class EnvEntry:
     tasks: tuple[str, ...]  # empty: the factory does not declare its tasks
     default_task: str | None
     description: str = ""
+    #: import path (or callable) of ``measure(task=..., num_steps=..., seed=...) -> dict`` for
+    #: ``vla-rl bench env``; None: the env has no benchmark.
+    benchmark: str | Callable[..., dict] | None = None
 
     def load_factory(self) -> Callable[..., gym.Env]:
         if callable(self.factory):
             return self.factory
         return import_object(self.factory)
+
+    def load_benchmark(self) -> Callable[..., dict] | None:
+        if self.benchmark is None or callable(self.benchmark):
+            return self.benchmark
+        return import_object(self.benchmark)
 
 
 _REGISTRY: dict[str, EnvEntry] = {}
@@ -73,6 +81,7 @@ def register(
     default_task: str | None = None,
     description: str = "",
     overwrite: bool = False,
+    benchmark: str | Callable[..., dict] | None = None,
 ) -> EnvEntry:
     """Register an env factory under ``name``; returns the entry."""
     if "/" in name or ":" in name:
@@ -81,7 +90,7 @@ def register(
         raise ValueError(f"env {name!r} must offer at least one task")
     if name in _REGISTRY and not overwrite:
         raise ValueError(f"env {name!r} is already registered; pass overwrite=True to replace it")
-    entry = EnvEntry(name, factory, tuple(tasks), default_task or tasks[0], description)
+    entry = EnvEntry(name, factory, tuple(tasks), default_task or tasks[0], description, benchmark)
     _REGISTRY[name] = entry
     return entry
 
@@ -108,7 +117,8 @@ def resolve(env_id: str) -> tuple[EnvEntry, str]:
         path, _, task = env_id.partition("/")
         factory = import_object(path)
         tasks = tuple(getattr(factory, "tasks", ()) or ())
-        entry = EnvEntry(path, factory, tasks, tasks[0] if tasks else None)
+        benchmark = getattr(factory, "benchmark", None)  # a factory may carry its own, like its tasks
+        entry = EnvEntry(path, factory, tasks, tasks[0] if tasks else None, benchmark=benchmark)
         if task and tasks and task not in tasks:
             raise UnknownEnvError(f"env {path!r} has no task {task!r}; available tasks: {', '.join(tasks)}")
         return entry, task or entry.default_task
@@ -156,6 +166,7 @@ def _register_builtins() -> None:
         default_task="reach",
         description="built-in MuJoCo tabletop suite: primitive-geometry arm, blocks, bowl, drawer",
         overwrite=True,
+        benchmark="envs.builtin.benchmark:measure_env_speed",
     )
     try:
         from envs.robosuite import ROBOSUITE_TASKS
@@ -168,4 +179,5 @@ def _register_builtins() -> None:
         default_task=ROBOSUITE_TASKS[0],
         description="robosuite tasks through the vla-rl protocol",
         overwrite=True,
+        benchmark="envs.robosuite.benchmark:measure_env_speed",
     )

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from envs.experts import get_expert
-from envs.registry import make, resolve
+from envs.registry import EnvEntry, make, resolve
 from vla_rl.data.demos import Episode, EpisodeStore, write_dataset
 
 
@@ -100,7 +100,7 @@ def collect_demonstrations(
             if needed <= 0:
                 continue
             attempts_by_task[task] = _collect_task(
-                entry.name, task, env_kwargs, store, needed, noise_std, keep_failed,
+                entry, task, env_kwargs, store, needed, noise_std, keep_failed,
                 max_attempts_per_episode, seed, progress=progress,
             )  # fmt: skip
     finally:
@@ -117,7 +117,7 @@ def collect_demonstrations(
 
 
 def _collect_task(
-    env_name: str,
+    entry: EnvEntry,
     task: str,
     env_kwargs: dict[str, Any],
     store: EpisodeStore,
@@ -128,9 +128,10 @@ def _collect_task(
     seed: int,
     progress: tqdm,
 ) -> int:
+    env_name = entry.name
     env = make(f"{env_name}/{task}", **env_kwargs)
     try:
-        expert = get_expert(env_name, task, env, noise_std=noise_std, seed=seed)
+        expert = get_expert(env_name, task, env, factory=entry.load_factory(), noise_std=noise_std, seed=seed)
         done_seeds = store.seeds_of_task(task)
         collected = attempts = attempt = 0
         while collected < needed:

@@ -9,16 +9,21 @@ import sys
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "env":
-        from envs.registry import resolve
+        from envs.registry import registered, resolve
 
-        entry, task = resolve(args.task if "/" in args.task else f"{args.env}/{args.task}")
-        if entry.name != "tabletop":
-            print(f"vla-rl bench env: no benchmark for env {entry.name!r} yet; available for: tabletop",
-                  file=sys.stderr)  # fmt: skip
+        if args.task and ("/" in args.task or ":" in args.task):
+            env_id = args.task
+        else:
+            env_id = f"{args.env}/{args.task}" if args.task else args.env
+        entry, task = resolve(env_id)
+        measure = entry.load_benchmark()
+        if measure is None:
+            with_benchmark = sorted(name for name, e in registered().items() if e.benchmark is not None)
+            print(f"vla-rl bench env: env {entry.name!r} has no benchmark; available for: "
+                  f"{', '.join(with_benchmark)}. Register one with register(..., benchmark='pkg.module:measure') "
+                  "or set a `benchmark` attribute on the factory", file=sys.stderr)  # fmt: skip
             return 2
-        from envs.builtin.benchmark import measure_env_speed
-
-        result = measure_env_speed(task=task, num_steps=args.steps, seed=args.seed)
+        result = measure(task=task, num_steps=args.steps, seed=args.seed)
         result = {"env": entry.name, "task": task, **result}
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
@@ -36,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="speed benchmarks; print one JSON object as the last line")
     bench.add_argument("target", choices=["env", "policy", "rollout"], help="what to measure")
     bench.add_argument("--env", default="tabletop", help="env name (bench env)")
-    bench.add_argument("--task", default="reach", help="task, or NAME/TASK (bench env)")
+    bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--seed", type=int, default=0)
