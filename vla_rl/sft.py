@@ -26,8 +26,8 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,6 @@ class SFTResult:
     num_valid_samples: int
     samples_per_second: float
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def warmup_cosine_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -184,13 +183,18 @@ def env_io_spec(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
         env.close()
 
 
-def build_policy_from_config(policy_config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any]) -> Any:
-    """The policy named by ``policy_config["factory"]`` (default :func:`policies.vla.build_policy`)."""
+def policy_factory(policy_config: Mapping[str, Any]) -> Callable[..., Any]:
+    """The function named by ``policy_config["factory"]`` (default :func:`policies.vla.build_policy`)."""
     from envs.registry import import_object
 
-    config = dict(policy_config)
-    factory = import_object(str(config.pop("factory", None) or DEFAULT_POLICY_FACTORY))
-    return factory(config, io_spec.to_dict(), {feature: stats[feature] for feature in ("action", "state")})
+    return import_object(str(policy_config.get("factory") or DEFAULT_POLICY_FACTORY))
+
+
+def build_policy_from_config(policy_config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any]) -> Any:
+    """The policy ``policy_config`` describes (its ``factory`` called with the rest of it), for ``io_spec``."""
+    config = {key: value for key, value in policy_config.items() if key != "factory"}
+    features = {feature: stats[feature] for feature in ("action", "state")}
+    return policy_factory(policy_config)(config, io_spec.to_dict(), features)
 
 
 def make_optimizer(policy: torch.nn.Module, config: SFTConfig) -> torch.optim.AdamW:
@@ -267,7 +271,9 @@ def run_sft(
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch_threads(config.num_threads))
-        # 1. data
+        # 1. data. The policy's modules are imported before the env renders: importing torchvision (through
+        # timm) after MuJoCo rendered through EGL in the same process segfaults on this platform.
+        policy_factory(policy_config)
         io_spec = env_io_spec(env_id, env_kwargs)
         train_episodes, attrs = load_demonstrations(demos_path, split="train")
         valid_episodes, _ = load_demonstrations(demos_path, split="valid")

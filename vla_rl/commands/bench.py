@@ -1,4 +1,8 @@
-"""`vla-rl bench env | policy | rollout`: speed benchmarks that print one JSON object."""
+"""`vla-rl bench env | policy | rollout | update`: speed benchmarks that print one JSON object.
+
+``rollout`` and ``update`` build the trainer's worker groups from the composed config and take
+Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,16 @@ import argparse
 import json
 import sys
 
+from vla_rl.commands.common import OVERRIDES_HELP
+
+TARGETS_WITH_OVERRIDES = ("rollout", "update")
+
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.overrides and args.target not in TARGETS_WITH_OVERRIDES:
+        print(f"vla-rl bench {args.target}: takes no config overrides (got {' '.join(args.overrides)}); "
+              f"overrides are for {' and '.join(TARGETS_WITH_OVERRIDES)}; use the --options instead", file=sys.stderr)  # fmt: skip
+        return 2
     if args.target == "env":
         from envs.registry import registered, resolve
 
@@ -30,19 +42,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_policy_benchmark(batch_size=args.batch_size)
     else:
-        print(f"vla-rl bench {args.target}: not available yet: the rollout benchmark lands with issue 5.",
-              file=sys.stderr)  # fmt: skip
-        return 2
+        result = _trainer_benchmark(args.target, args.overrides, args.repeats)
     print(json.dumps(result))
     return 0
 
 
+def _trainer_benchmark(target: str, overrides: list[str], repeats: int) -> dict:
+    import ray
+
+    from vla_rl.config import load_config
+    from vla_rl.runtime.ray_cluster import shutdown_ray
+
+    cfg = load_config(overrides)
+    joined_running_ray = ray.is_initialized()  # e.g. a test session's: leave it running
+    try:
+        if target == "rollout":
+            from vla_rl.benchmarks.rollout import run_rollout_benchmark
+
+            return run_rollout_benchmark(cfg, repeats=repeats)
+        from vla_rl.benchmarks.update import run_update_benchmark
+
+        return run_update_benchmark(cfg, repeats=repeats)
+    finally:
+        if not joined_running_ray:
+            shutdown_ray()
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="speed benchmarks; print one JSON object as the last line")
-    bench.add_argument("target", choices=["env", "policy", "rollout"], help="what to measure")
+    bench.add_argument("target", choices=["env", "policy", "rollout", "update"], help="what to measure")
     bench.add_argument("--env", default="tabletop", help="env name (bench env)")
     bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--repeats", type=int, default=3, help="measured rounds after a warm-up (bench rollout, update)")
+    bench.add_argument("overrides", nargs="*", help=f"bench rollout / update: {OVERRIDES_HELP}")
     bench.set_defaults(func=cmd_bench)
