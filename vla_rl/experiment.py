@@ -162,8 +162,8 @@ class PeriodicEvaluation:
 
     def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
                  tracker: Any, episodes_per_task: int):  # fmt: skip
-        from vla_rl.commands.eval import video_settings
         from vla_rl.evaluation import EvalSettings, make_eval_envs
+        from vla_rl.evaluation.from_config import video_settings
 
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()

@@ -17,6 +17,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+# Before any stage renders in this process: torchvision (through timm) imported after MuJoCo's EGL
+# rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
+import policies  # noqa: F401
 from vla_rl.config import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,33 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations in {result.dataset_path}")
 
 
+def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
+    from vla_rl.config import env_kwargs
+    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig, run_sft
+
+    section = cfg.sft
+    sft_config = SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+    result = run_sft(
+        policy_config=OmegaConf.to_container(cfg.policy, resolve=True), env_id=str(cfg.env.id),
+        env_kwargs=env_kwargs(cfg.env), dataset=str(section.dataset), output_dir=str(section.output),
+        sft_config=sft_config, seed=int(cfg.seed),
+    )  # fmt: skip
+    state["policy"] = str(result.policy_dir)
+    state["sft_policy"] = str(result.policy_dir)
+    print(f"[sft] {result.num_steps} steps in {result.seconds:.0f} s; policy: {result.policy_dir}")
+
+
+def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
+    from vla_rl.evaluation.from_config import evaluate_policy_folders
+
+    folders = {name: state[key] for name, key in (("sft", "sft_policy"), ("final", "policy")) if key in state}
+    if "sft" in folders and folders["sft"] == folders.get("final"):
+        folders.pop("final")
+    if not folders:
+        raise ConfigError("'experiment.stages': eval needs a policy from an earlier sft or rl stage")
+    state["eval"] = evaluate_policy_folders(cfg, folders, run_dir / "eval")
+
+
 def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.experiment import rl_run
 
@@ -55,7 +85,9 @@ def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
 
 STAGES: dict[str, Callable[[DictConfig, Path, dict[str, Any]], None]] = {
     "collect": stage_collect,
+    "sft": stage_sft,
     "rl": stage_rl,
+    "eval": stage_eval,
 }
 
 

@@ -1,0 +1,88 @@
+"""Evaluation as the config says: the shared body of `vla-rl eval` and the experiment's eval stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from envs.registry import resolve
+from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from vla_rl.evaluation.actors import (
+    ExpertActionSource,
+    PolicyActionSource,
+    load_policy_for_eval,
+    resolve_policy_folder,
+)
+from vla_rl.evaluation.env_backends import make_eval_envs
+from vla_rl.evaluation.runner import EvalSettings, VideoSettings
+from vla_rl.evaluation.session import evaluate_and_report
+from vla_rl.logging import make_trackers
+from vla_rl.logging.console import ConsoleTracker
+
+
+def video_settings(eval_cfg: DictConfig) -> VideoSettings:
+    """The ``eval.video`` section as :class:`VideoSettings`."""
+    video = eval_cfg.video
+    size = tuple(int(v) for v in video.size)
+    if len(size) != 2 or min(size) < 1:
+        raise ConfigError(f"'eval.video.size' must be [height, width] of positive integers, got {list(video.size)}")
+    return VideoSettings(
+        episodes_per_task=int(video.episodes_per_task), grid_envs=int(video.grid_envs),
+        cameras=tuple(str(c) for c in video.cameras), size=size,
+    )  # fmt: skip
+
+
+def evaluate_from_config(cfg: DictConfig, policy_path: str, output: Path) -> tuple[dict, Path]:
+    """Evaluate ``policy_path`` (a policy/checkpoint/run folder, or ``expert``) as ``cfg.eval`` says.
+
+    Writes ``output/eval_info.json``, metrics and videos; returns (eval_info document, its path).
+
+    Raises:
+        PolicyLoadError: the policy path cannot be read (the message names it).
+    """
+
+    eval_cfg = cfg.eval
+    entry, _ = resolve(str(cfg.env.id))  # validated by load_config
+    tasks = resolve_tasks(cfg.env, entry.tasks)
+    policy_info: dict = {"path": None if policy_path == "expert" else policy_path}
+    if policy_path == "expert":
+        source = ExpertActionSource(noise_std=float(eval_cfg.expert_noise_std), seed=int(cfg.seed))
+        policy_info.update(kind="expert", expert_noise_std=float(eval_cfg.expert_noise_std))
+    else:  # the policy is loaded before any env renders in this process (see docs/platform.md)
+        policy_info.update(kind="pretrained", resolved_path=str(resolve_policy_folder(policy_path)),
+                           deterministic=bool(eval_cfg.deterministic))  # fmt: skip
+        source = PolicyActionSource(load_policy_for_eval(policy_path), bool(eval_cfg.deterministic))
+    settings = EvalSettings(episodes_per_task=int(eval_cfg.episodes_per_task), seed=int(cfg.seed),
+                            video=video_settings(eval_cfg))  # fmt: skip
+    kwargs = env_kwargs(cfg.env)
+    num_workers = int(eval_cfg.num_workers)
+    env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
+    envs = make_eval_envs(env_id, kwargs, tasks, int(eval_cfg.num_envs), num_workers, seed=int(cfg.seed))
+    config_dict = OmegaConf.to_container(cfg, resolve=True)
+    tracker = make_trackers(list(eval_cfg.trackers), output, config_dict, project=str(eval_cfg.project))
+    console = tracker.find(ConsoleTracker)
+    bar = console.progress("episodes", len(tasks) * settings.episodes_per_task) if console else None
+    env_info = {"id": str(cfg.env.id), "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
+                "num_envs": envs.num_envs, "num_workers": num_workers}  # fmt: skip
+    try:
+        document, path = evaluate_and_report(
+            envs, source, tasks, settings, output, policy_info, env_info, config_dict, tracker=tracker,
+            on_episode=(lambda _episode: bar.advance()) if bar else None,
+        )  # fmt: skip
+    finally:
+        tracker.close()
+        envs.close()
+    return document, path
+
+
+def evaluate_policy_folders(cfg: DictConfig, folders: dict[str, str], output: Path) -> dict[str, dict]:
+    """Evaluate several policies (name -> folder) into ``output/<name>``; returns name -> eval_info."""
+    documents = {}
+    for name, folder in folders.items():
+        document, path = evaluate_from_config(cfg, folder, output / name)
+        overall = document["overall"]
+        print(f"[eval] {name}: success {overall['success_rate']:.3f} ({overall['successes']}/{overall['episodes']}); "
+              f"{path}")  # fmt: skip
+        documents[name] = document
+    return documents
