@@ -76,7 +76,10 @@ class Trainer:
             with timer.phase("advantages"):
                 batch, advantage_metrics = self.compute_advantages(rollout)
             with timer.phase("update"):
-                update_metrics = self.actors.update(batch, rollout.instructions, derived_seed(self.seed, iteration, "update"))
+                train_policy = iteration >= self.algo.critic_warmup_iterations
+                update_metrics = self.actors.update(
+                    batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy
+                )
             self.state.weights_version += 1
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1

@@ -30,6 +30,8 @@ class AlgoConfig:
     - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
       ``max_sampling_attempts`` collections.
     - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass).
+    - ``critic_warmup_iterations``: first iterations that train only the critic (a fresh value head on a
+      pre-trained policy would otherwise feed the actor noise advantages).
     - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule.
     """
 
@@ -43,6 +45,7 @@ class AlgoConfig:
     dynamic_sampling: bool = False
     max_sampling_attempts: int = 4
     bypass_old_log_probs: bool = True
+    critic_warmup_iterations: int = 0
     update: dict[str, Any] = field(default_factory=dict)
     optim: dict[str, Any] = field(default_factory=dict)
 

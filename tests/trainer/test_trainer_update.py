@@ -63,3 +63,22 @@ def test_two_ranks_update_like_one_rank(ray_session):
     assert moved > 1e-4  # the update changed the weights
     difference = max((weights[1][k] - weights[2][k]).abs().max().item() for k in weights[1])
     assert difference < 1e-5
+
+
+def test_critic_warmup_leaves_the_action_head_alone():
+    from vla_rl.workers.actor_worker import build_optimizer
+    from vla_rl.workers.ppo_update import UpdateContext, ppo_update
+
+    cfg = load_config(TINY)
+    spec = policy_spec_from_config(cfg, env_io_spec("tabletop", "reach", {"image_size": 32}), None)
+    algo = section(cfg, "algo", AlgoConfig)
+    batch, instructions = rollout_like_batch(spec, 8)
+    for train_policy in (False, True):
+        model = spec.build()
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        context = UpdateContext(model, build_optimizer(model, algo.optim_config()), None, train_policy=train_policy)
+        ppo_update(context, algo.update_config(), batch, instructions, seed=0)
+        after = model.state_dict()
+        head_moved = any(not torch.equal(before[k], after[k]) for k in before if k.startswith("head."))
+        critic_moved = any(not torch.equal(before[k], after[k]) for k in before if k.startswith("value_head."))
+        assert critic_moved and head_moved == train_policy

@@ -44,9 +44,12 @@ class ActorGroup:
     def world_size(self) -> int:
         return len(self.workers)
 
-    def update(self, batch: TensorDict, instructions: list[str], seed: int) -> dict[str, float]:
+    def update(
+        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True
+    ) -> dict[str, float]:
         batch_ref = ray.put(batch)  # one copy in the object store, read by every rank
-        return collect_rank_metrics(ray.get([w.update.remote(batch_ref, instructions, seed) for w in self.workers]))
+        futures = [w.update.remote(batch_ref, instructions, seed, train_policy) for w in self.workers]
+        return collect_rank_metrics(ray.get(futures))
 
     def full_weights(self) -> dict:
         return ray.get([w.full_weights.remote() for w in self.workers])[0]

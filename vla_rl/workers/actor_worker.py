@@ -115,11 +115,18 @@ class ActorWorker:
         self.training_step = 0
         return sum(p.numel() for p in policy.parameters())
 
-    def update(self, batch: TensorDict, instructions: list[str], seed: int) -> dict[str, float]:
-        """PPO/GRPO update on the whole flat batch (each rank takes its shard of every mini-batch)."""
+    def update(
+        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True
+    ) -> dict[str, float]:
+        """PPO/GRPO update on the whole flat batch (each rank takes its shard of every mini-batch).
+
+        ``train_policy=False`` (critic warm-up) minimises the value loss only.
+        """
         if hasattr(self.model, "head") and hasattr(self.model.head, "set_training_step"):
             self.model.head.set_training_step(self.training_step)
-        context = UpdateContext(self.model, self.optimizer, self.scheduler, self.rank, self.world_size, self.reference)
+        context = UpdateContext(
+            self.model, self.optimizer, self.scheduler, self.rank, self.world_size, self.reference, train_policy
+        )
         metrics = ppo_update(context, self.update_config, batch.to(self.device), instructions, seed)
         self.training_step += 1
         return metrics

@@ -91,6 +91,7 @@ class UpdateContext:
     rank: int = 0
     world_size: int = 1
     reference: nn.Module | None = None
+    train_policy: bool = True  # False: critic warm-up, only the value loss is minimised
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -142,7 +143,7 @@ def micro_batch_loss(
     policy = get_policy_loss(config.policy_loss)(
         log_prob, old_log_prob, micro["advantage"], mask, config.policy_loss_config(), normalizer
     )
-    loss = policy.loss
+    loss = policy.loss if context.train_policy else torch.zeros((), device=policy.loss.device)
     metrics = {f"policy/{k}": v for k, v in policy.metrics.items()}
     metrics["loss/policy"] = policy.loss.detach()
     if config.vf_coef > 0:
