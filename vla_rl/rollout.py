@@ -69,25 +69,21 @@ class RolloutCollector:
     def num_stages(self) -> int:
         return self.env_group.num_stages
 
-    def _reset(self, mode: str, seed: int, iteration: int, attempt: int, group_size: int) -> list[dict]:
+    def _reset_stage(self, stage: int, mode: str, seed: int, iteration: int, attempt: int, group_size: int) -> dict:
         size = self.env_group.stage_size
-        observations = []
-        for stage in range(self.num_stages):
-            first = stage * size
-            if mode == "continuing":
-                seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
-                observations.append(self.env_group.reset(stage, seeds=seeds))
-                continue
-            if size % group_size:
-                raise ValueError(f"a stage holds {size} envs, not a multiple of group_size={group_size}")
-            groups = [(first + j) // group_size for j in range(size)]
-            seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
-            tasks = [self.tasks[g % len(self.tasks)] for g in groups]
-            self.env_group.reset(stage, seeds=seeds, tasks=tasks)
-            states = self.env_group.init_states(stage)
-            leaders = [states[(g * group_size) - first] for g in groups]
-            observations.append(self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks))
-        return observations
+        first = stage * size
+        if mode == "continuing":
+            seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
+            return self.env_group.reset(stage, seeds=seeds)
+        if size % group_size:
+            raise ValueError(f"a stage holds {size} envs, not a multiple of group_size={group_size}")
+        groups = [(first + j) // group_size for j in range(size)]
+        seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
+        tasks = [self.tasks[g % len(self.tasks)] for g in groups]
+        self.env_group.reset(stage, seeds=seeds, tasks=tasks)
+        states = self.env_group.init_states(stage)
+        leaders = [states[(g * group_size) - first] for g in groups]
+        return self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks)
 
     def collect(
         self, num_steps: int, seed: int, iteration: int, mode: str = "continuing", group_size: int = 1,
@@ -96,12 +92,15 @@ class RolloutCollector:
         if mode not in ("continuing", "episodes"):
             raise ValueError(f"rollout mode {mode!r}; allowed: continuing, episodes")
         stages = self.num_stages
-        observation = self._reset(mode, seed, iteration, attempt, group_size)
-        ray.get(self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy")))
         act = self.rollout_worker.act.remote
+        # A Ray actor runs one caller's calls in order: the seed is set before the first act.
+        seeded = self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy"))
+        observation = [self._reset_stage(0, mode, seed, iteration, attempt, group_size)]
+        pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
+        observation += [self._reset_stage(s, mode, seed, iteration, attempt, group_size) for s in range(1, stages)]
+        ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
         episodes: list[dict] = []
-        pending_act = {0: act(observation[0], deterministic)}
         for t in range(num_steps):
             for s in range(stages):
                 actions, extras = ray.get(pending_act.pop(s))
