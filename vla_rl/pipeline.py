@@ -1,6 +1,7 @@
 """`vla-rl train`: the experiment's stages in order (``experiment.stages``).
 
-- ``collect``: scripted demonstrations into ``collect.output``, unless they are there already.
+- ``collect``: scripted demonstrations into ``collect.output``; episodes already there are kept and only
+  the missing ones are collected.
 - ``sft``: behaviour cloning on them; the SFT policy becomes the RL start.
 - ``rl``: PPO/GRPO with the worker groups (:mod:`vla_rl.experiment`, :mod:`vla_rl.trainer`).
 - ``eval``: evaluation of the final policy with videos.
@@ -10,7 +11,10 @@ Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,16 +35,15 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
     from vla_rl.config import env_kwargs, resolve_tasks
 
     output = Path(cfg.collect.output)
-    if (output / "demos.hdf5").is_file() and (output / "stats.json").is_file():
-        print(f"[collect] demonstrations found in {output}; skipping collection")
-        return
     entry, _ = resolve(str(cfg.env.id))
     result = collect_demonstrations(
         str(cfg.env.id), resolve_tasks(cfg.env, entry.tasks), env_kwargs(cfg.env), output,
         cfg.collect.episodes_per_task, float(cfg.collect.noise_std), bool(cfg.collect.keep_failed),
         int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.seed),
     )  # fmt: skip
-    print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations in {result.dataset_path}")
+    new = sum(result.attempts_by_task.values())
+    print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "
+          f"{result.dataset_path}")
 
 
 def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
@@ -76,6 +79,7 @@ def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     with rl_run(cfg, run_dir / "rl", init_policy=state.get("policy")) as trainer:
         final = trainer.fit()
         latest = trainer.checkpoint_root / "latest"
+    state["env_steps"] = final.env_steps
     if latest.is_file():
         state["policy"] = str(trainer.checkpoint_root / latest.read_text().strip() / "policy")
     print(f"[rl] {final.iteration} iterations, {final.env_steps} env steps; metrics: {run_dir / 'rl' / 'metrics.jsonl'}")
@@ -102,6 +106,28 @@ def run_experiment(cfg: DictConfig) -> dict[str, Any]:
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     print(f"[{cfg.experiment.name}] run folder: {run_dir}")
     state: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
     for stage in stages:
+        started = time.perf_counter()
         STAGES[stage](cfg, run_dir, state)
+        seconds[stage] = time.perf_counter() - started
+        write_summary(run_dir, cfg, state, seconds)
+    print(f"[{cfg.experiment.name}] done in {sum(seconds.values()) / 60:.1f} min; summary: {run_dir / 'summary.json'}")
     return state
+
+
+def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds: dict[str, float]) -> Path:
+    """``run_dir/summary.json``: stage wall times, env steps, and per-task success of the SFT and final policies."""
+    summary: dict[str, Any] = {"experiment": str(cfg.experiment.name), "seed": int(cfg.seed), "stage_seconds": seconds,
+                               "env_steps": state.get("env_steps"), "policies": {}}  # fmt: skip
+    for name, document in state.get("eval", {}).items():
+        summary["policies"][name] = {
+            "overall": document["overall"]["success_rate"],
+            "tasks": {task: s["success_rate"] for task, s in document["tasks"].items()},
+            "episodes_per_task": {task: s["episodes"] for task, s in document["tasks"].items()},
+        }
+    path = run_dir / "summary.json"
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(summary, indent=2))
+    os.replace(temporary, path)
+    return path

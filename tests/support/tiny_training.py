@@ -1,6 +1,7 @@
 """Config overrides of a tiny training run (2-core CPU: every run is a few seconds of compute)."""
 
 TINY_TRAINING = [
+    "experiment=rl_only",
     "env.tasks=[reach]",
     "env.kwargs.image_size=32",
     "trainer.envs_per_stage=2",

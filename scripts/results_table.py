@@ -1,0 +1,56 @@
+"""Markdown result tables (and learning-curve plots) from finished experiment runs.
+
+    python scripts/results_table.py outputs/flow_sde_ppo outputs/gaussian_ppo ... --plots docs/results
+
+For each run folder (written by `vla-rl train experiment=NAME`): per task and average, the success of
+the SFT policy and of the final policy (eval stage, `eval.episodes_per_task` seeded episodes per task),
+the RL env steps and the wall-clock time per stage, from `summary.json`; the RL learning curves are
+drawn from `rl/metrics.jsonl` into `--plots/<experiment>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from vla_rl.plotting import plot_run
+
+
+def table(run_dir: Path) -> str:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    policies = summary["policies"]
+    sft, final = policies.get("sft", {}), policies.get("final", {})
+    tasks = list((final or sft).get("tasks", {}))
+    episodes = (final or sft).get("episodes_per_task", {})
+    lines = [f"**{summary['experiment']}** (seed {summary['seed']}; `{run_dir}`)", "",
+             "| task | SFT success | after RL | episodes |", "|---|---|---|---|"]  # fmt: skip
+    for task in tasks:
+        lines.append(f"| {task} | {sft.get('tasks', {}).get(task, float('nan')):.2f} | "
+                     f"{final.get('tasks', {}).get(task, float('nan')):.2f} | {episodes.get(task, '')} |")  # fmt: skip
+    lines.append(f"| **average** | **{sft.get('overall', float('nan')):.2f}** | **{final.get('overall', float('nan')):.2f}** | |")
+    seconds = summary["stage_seconds"]
+    timing = ", ".join(f"{stage} {value / 60:.1f} min" for stage, value in seconds.items())
+    lines += ["", f"RL env steps: {summary.get('env_steps')}; wall clock: {sum(seconds.values()) / 60:.1f} min ({timing})."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--plots", type=Path, default=None, help="copy learning curves to PLOTS/<experiment>/")
+    args = parser.parse_args()
+    for run_dir in args.runs:
+        print(table(run_dir) + "\n")
+        if args.plots is not None and (run_dir / "rl" / "metrics.jsonl").is_file():
+            name = json.loads((run_dir / "summary.json").read_text())["experiment"]
+            target = args.plots / name
+            target.mkdir(parents=True, exist_ok=True)
+            for path in plot_run(run_dir / "rl", target):
+                print(f"plot: {path}")
+            shutil.copy(run_dir / "summary.json", target / "summary.json")
+
+
+if __name__ == "__main__":
+    main()
