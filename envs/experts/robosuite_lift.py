@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.experts.phases import Phase as BasePhase
+from envs.experts.phases import PhaseSequence
+
 OPEN, CLOSED = -1.0, 1.0
 POSITION_GAIN = 1.5
 YAW_GAIN = 1.0
@@ -23,11 +26,8 @@ PHASE_TIMEOUT = 40  # steps; a phase that cannot reach its tolerance moves on
 
 
 @dataclass
-class Phase:
-    target: Callable[[], np.ndarray]
-    gripper: float
+class Phase(BasePhase):
     tolerance: float | None = 0.01
-    min_steps: int = 0
     align_yaw: bool = True
 
 
@@ -59,9 +59,7 @@ class RobosuiteExpert:
         """Start a new episode (call after ``env.reset``); ``seed`` re-seeds this episode's noise."""
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        self.phase_index = 0
-        self.steps_in_phase = 0
-        self._phases: list[Phase] | None = None
+        self.sequence = PhaseSequence(PHASE_TIMEOUT)
         self._start_height: float | None = None
 
     # ----------------------------------------------------------------- privileged state
@@ -89,16 +87,7 @@ class RobosuiteExpert:
     # ----------------------------------------------------------------- acting
     def act(self, obs: object = None) -> np.ndarray:
         """Next action (7,): [dx, dy, dz, dax, day, daz, gripper] in robot units."""
-        if self._phases is None:
-            self._phases = self.phases()
-        phase = self._phases[self.phase_index]
-        target = phase.target()
-        while self._phase_done(phase, target) and self.phase_index < len(self._phases) - 1:
-            self.phase_index += 1
-            self.steps_in_phase = 0
-            phase = self._phases[self.phase_index]
-            target = phase.target()
-        self.steps_in_phase += 1
+        phase, target = self.sequence.advance(self.phases, lambda: self.env.eef_position)
         high = np.asarray(self.env.env_spec.action_high)
         translation = POSITION_GAIN * (target - self.env.eef_position)
         if self.noise_std > 0:
@@ -107,15 +96,6 @@ class RobosuiteExpert:
         yaw_error = _wrap_quarter_turn(self.body_yaw(self.grasp_body()) - self.gripper_yaw())
         turn = np.clip(YAW_GAIN * yaw_error, -high[5], high[5]) if phase.align_yaw else 0.0
         return np.array([*translation, 0.0, 0.0, turn, phase.gripper], dtype=np.float32)
-
-    def _phase_done(self, phase: Phase, target: np.ndarray) -> bool:
-        if self.steps_in_phase >= PHASE_TIMEOUT:
-            return True
-        if self.steps_in_phase < phase.min_steps:
-            return False
-        if phase.tolerance is None:
-            return True
-        return bool(np.linalg.norm(self.env.eef_position - target) < phase.tolerance)
 
     # ----------------------------------------------------------------- building blocks
     def offset(self, point: Callable[[], np.ndarray], dz: float) -> Callable[[], np.ndarray]:

@@ -12,24 +12,16 @@ and offsets each episode's waypoints (grasp points, travel height) by a few mill
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from envs.builtin.scene import BLOCK_HALF_SIZE
 from envs.builtin.tabletop import MAX_POSITION_DELTA, TabletopEnv
+from envs.experts.phases import Phase, PhaseSequence
 
 OPEN, CLOSED = -1.0, 1.0
 TRAVEL_HEIGHT = 0.14
 PHASE_TIMEOUT = 20  # steps; a phase that cannot reach its tolerance moves on
-
-
-@dataclass
-class Phase:
-    target: Callable[[], np.ndarray]
-    gripper: float
-    tolerance: float | None = 0.015
-    min_steps: int = 0
 
 
 class TabletopExpert:
@@ -45,46 +37,26 @@ class TabletopExpert:
         """Start a new episode (call after ``env.reset``); ``seed`` re-seeds the noise of this episode."""
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        self.phase_index = 0
-        self.steps_in_phase = 0
+        self.sequence = PhaseSequence(PHASE_TIMEOUT)
         scale = min(self.noise_std, 0.01)
         self.offset = (
             np.clip(self.rng.normal(0.0, scale, size=3), -0.008, 0.008) if scale > 0 else np.zeros(3)
         )
         self.offset[2] = 0.0
         self.travel_height = TRAVEL_HEIGHT + (self.rng.uniform(-0.02, 0.02) if scale > 0 else 0.0)
-        self._phases: list[Phase] | None = None
 
     def phases(self) -> list[Phase]:
         raise NotImplementedError
 
     def act(self, obs: object = None) -> np.ndarray:
         """Next action (A,) for the env (position delta, optional zero yaw delta, gripper)."""
-        if self._phases is None:
-            self._phases = self.phases()
-        phase = self._phases[self.phase_index]
-        target = phase.target()
-        while self._phase_done(phase, target) and self.phase_index < len(self._phases) - 1:
-            self.phase_index += 1
-            self.steps_in_phase = 0
-            phase = self._phases[self.phase_index]
-            target = phase.target()
-        self.steps_in_phase += 1
+        phase, target = self.sequence.advance(self.phases, lambda: self.env.ee_position)
         delta = np.clip(target - self.env.ee_target, -MAX_POSITION_DELTA, MAX_POSITION_DELTA)
         if self.noise_std > 0:
             delta = delta + self.rng.normal(0.0, self.noise_std, size=3)
         delta = np.clip(delta, -MAX_POSITION_DELTA, MAX_POSITION_DELTA)
         yaw = [0.0] if self.env.control_yaw else []
         return np.array([*delta, *yaw, phase.gripper], dtype=np.float32)
-
-    def _phase_done(self, phase: Phase, target: np.ndarray) -> bool:
-        if self.steps_in_phase >= PHASE_TIMEOUT:
-            return True
-        if self.steps_in_phase < phase.min_steps:
-            return False
-        if phase.tolerance is None:
-            return True
-        return bool(np.linalg.norm(self.env.ee_position - target) < phase.tolerance)
 
     # ----------------------------------------------------------------- shared building blocks
     def block(self, color: str) -> np.ndarray:
@@ -174,7 +146,7 @@ class PushExpert(TabletopExpert):
         contact = self.point_behind(self.CONTACT_BACKOFF)
         lateral = (ee - contact)[:2] - np.dot((ee - contact)[:2], self.direction()[:2]) * self.direction()[:2]
         if np.linalg.norm(lateral) > 0.012:  # slipped off the line: start the approach again
-            self.phase_index, self.steps_in_phase = 0, 0
+            self.sequence.index, self.sequence.steps_in_phase = 0, 0
             return self.above(lambda: self.point_behind(self.APPROACH_BACKOFF))()
         return contact + self.PUSH_LEAD * self.direction()
 

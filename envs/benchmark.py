@@ -1,0 +1,66 @@
+"""Speed of a MuJoCo-based protocol env on one core: env steps/s with and without cameras, and the
+raw physics limit (``mj_step`` for the substeps of one control step).
+
+An env's own benchmark module (registered as ``benchmark`` in :mod:`envs.registry`) calls
+:func:`measure_mujoco_env_speed` with its factory and how it finds model, data and substeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import mujoco
+import numpy as np
+
+MakeEnv = Callable[[tuple[str, ...]], Any]  # cameras -> env (64x64 images)
+Physics = Callable[[Any], tuple[Any, Any, int]]  # env -> (MjModel, MjData, substeps per control step)
+
+
+def env_steps_per_second(make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int) -> float:
+    """Random actions in the bounds; episodes that end are reset (resets included in the time)."""
+    env = make_env(cameras)
+    rng = np.random.default_rng(seed)
+    actions = rng.uniform(env.action_space.low, env.action_space.high, size=(num_steps, env.action_space.shape[0]))
+    env.reset(seed=seed)
+    env.step(actions[0])  # the first step may create the renderer: not part of the measurement
+    episode = 0
+    start = time.perf_counter()
+    for action in actions:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            episode += 1
+            env.reset(seed=seed + episode)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return num_steps / elapsed
+
+
+def physics_steps_per_second(make_env: MakeEnv, physics: Physics, num_steps: int, seed: int) -> float:
+    """Control steps per second of bare ``mj_step`` on the same model: the ceiling."""
+    env = make_env(())
+    env.reset(seed=seed)
+    model, data, substeps = physics(env)
+    start = time.perf_counter()
+    for _ in range(num_steps):
+        mujoco.mj_step(model, data, nstep=substeps)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return num_steps / elapsed
+
+
+def measure_mujoco_env_speed(
+    make_env: MakeEnv, physics: Physics, cameras: tuple[str, ...], num_steps: int, seed: int
+) -> dict[str, float]:
+    """``steps_per_s_no_camera``, ``steps_per_s_camera`` (``cameras`` at 64x64), ``physics_steps_per_s``
+    and ``camera_ratio`` (camera / no camera), all measured in this process."""
+    no_camera = env_steps_per_second(make_env, (), num_steps, seed)
+    camera = env_steps_per_second(make_env, cameras, num_steps, seed)
+    physics_rate = physics_steps_per_second(make_env, physics, num_steps, seed)
+    return {
+        "steps_per_s_no_camera": no_camera,
+        "steps_per_s_camera": camera,
+        "physics_steps_per_s": physics_rate,
+        "camera_ratio": camera / no_camera,
+    }
