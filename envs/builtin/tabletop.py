@@ -22,7 +22,10 @@ top), gripper yaw, distance between finger pads (m, 0..0.09) and grip site veloc
 step (m/s).
 
 Rewards: sparse 1.0 on the step the task succeeds (the episode then terminates); with
-``dense_reward=True`` each step adds ``0.1 * progress`` (task-specific shaping in [0, 1]).
+``dense_reward=True`` each step adds ``0.5 * (progress_t - progress_{t-1})``: potential-based shaping
+(Ng, Harada and Russell, 1999) with the task's progress in [0, 1] as the potential, so the shaped
+return differs from the sparse one by a constant and the optimal policy stays the same. (Adding the
+progress itself would pay an agent for hovering near the goal instead of finishing the task.)
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ MAX_YAW_DELTA = 0.25
 YAW_LIMIT = np.pi / 2
 WORKSPACE_LOW = np.array([0.20, -0.30, 0.015])
 WORKSPACE_HIGH = np.array([0.60, 0.30, 0.35])
-DENSE_REWARD_SCALE = 0.1
+DENSE_REWARD_SCALE = 0.5
 CAMERAS = ("front", "wrist")
 STATE_DIM = 9
 
@@ -152,6 +155,7 @@ class TabletopEnv(RobotEnv):
         self._yaw_target = 0.0
         self._previous_ee = self.scene.ee_position
         self._elapsed_steps = 0
+        self._progress = self.task.progress(self.scene, layout["target"])
         info = {"is_success": False, "task": self.task.name, "init_state": _copy_layout(layout)}
         return self._observation(), info
 
@@ -169,8 +173,10 @@ class TabletopEnv(RobotEnv):
         self._elapsed_steps += 1
         success = self.task.is_success(self.scene, self._layout["target"])
         reward = 1.0 if success else 0.0
+        progress = self.task.progress(self.scene, self._layout["target"])
         if self.dense_reward:
-            reward += DENSE_REWARD_SCALE * self.task.progress(self.scene, self._layout["target"])
+            reward += DENSE_REWARD_SCALE * (progress - self._progress)
+        self._progress = progress
         truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
         info = {"is_success": success, "task": self.task.name}
         return self._observation(), reward, success, truncated, info

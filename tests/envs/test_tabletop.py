@@ -234,6 +234,15 @@ def test_success_terminates_with_sparse_reward_and_truncation_at_the_limit(state
         assert truncated == (step == state_env.max_episode_steps - 1)
     dense = make_tabletop_env(task="reach", cameras=(), dense_reward=True, max_episode_steps=5)
     dense.reset(seed=4)
-    _, reward, *_ = dense.step(np.zeros(4))
-    assert 0.0 < reward < 0.1 and dense.max_episode_steps == 5
+    scene, target = dense.scene, dense.task_target
+    start = dense.task.progress(scene, target)
+    total = 0.0
+    for _ in range(5):  # potential-based shaping: the shaped rewards telescope to the change of progress
+        _, reward, terminated, truncated, info = dense.step(np.array([0.02, 0.0, -0.02, -1.0]))
+        total += reward - float(info["is_success"])
+        if terminated or truncated:
+            break
+    assert dense.task.progress(scene, target) != start
+    assert total == pytest.approx(0.5 * (dense.task.progress(scene, target) - start), abs=1e-9)
+    assert dense.max_episode_steps == 5
     dense.close()
