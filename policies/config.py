@@ -24,7 +24,10 @@ class VisionConfig:
         checkpoint_path: a local timm checkpoint (.safetensors/.pth/.bin) to initialise from.
         shared_across_cameras: one backbone for all cameras (True) or one per camera.
         film: condition the backbone on the language embedding with FiLM.
-        global_pool: timm pooling of the final feature map / tokens ("avg", "max", "token", ...).
+        global_pool: pooling of the final feature map / tokens: "spatial_softmax" (learned keypoints that
+            keep where things are; CNNs only, see ``policies.encoders.spatial_pooling``) or any timm
+            pooling ("avg", "max", "token", ...), which averages the layout away.
+        num_keypoints: for "spatial_softmax": keypoints K (features 2K per camera); 0: one per channel.
     """
 
     backbone: str = "resnet10t"
@@ -35,6 +38,7 @@ class VisionConfig:
     shared_across_cameras: bool = True
     film: bool = True
     global_pool: str = "avg"
+    num_keypoints: int = 32
 
 
 @dataclass

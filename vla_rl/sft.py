@@ -7,9 +7,11 @@
 2. build the policy with the dataset statistics (its normaliser; ``save_pretrained`` stores them);
 3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.data.demos.ChunkDataset`; the loss is the
    policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
-   linear warmup then cosine decay of the learning rate; gradient-norm clipping;
+   linear warmup then cosine decay of the learning rate; gradient-norm clipping; training images
+   randomly shifted by a few pixels (``augment``, :func:`vla_rl.sft_data.augment_batch`);
 4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
-   seed for the noise a diffusion or flow loss draws, so that the numbers are comparable;
+   seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
+   stops early after ``early_stopping_patience`` validations without a new best;
 5. the best-validation policy goes to ``<output>/best``, the final one to ``<output>/last``
    (``save_pretrained`` writes through a temporary name), metrics to ``<output>/sft_metrics.jsonl``.
 
@@ -21,7 +23,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -37,8 +38,10 @@ from tqdm import tqdm
 from vla_rl.data.demos import ChunkDataset, load_demonstrations
 from vla_rl.data.statistics import load_statistics
 from vla_rl.runtime.device import resolve_device
+from vla_rl.sft_config import SFTConfig
 from vla_rl.sft_data import (
     DatasetError,
+    augment_batch,
     check_episodes_fit_policy,
     dataset_files,
     ordered_batches,
@@ -49,69 +52,6 @@ DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 SECTION_PATH_KEYS = ("dataset", "output")  # keys of the `sft` config section that are not SFTConfig fields
 METRICS_FILE = "sft_metrics.jsonl"
 BEST_DIR, LAST_DIR = "best", "last"
-
-
-@dataclass
-class SFTConfig:
-    """Knobs of :func:`run_sft` (the ``sft`` config section, less ``dataset`` and ``output``).
-
-    batch_size: samples (observation + action chunk) per step.
-    max_steps: optimiser steps at most. epochs: passes over the train split at most (None: no limit);
-        training stops at whichever limit comes first.
-    learning_rate: peak AdamW learning rate; weight_decay: AdamW decay of weight matrices (not of
-        biases, norms or other 1-d parameters).
-    warmup_steps: linear warmup from 0; then cosine decay to ``min_learning_rate_ratio * learning_rate``.
-    grad_clip_norm: clip the global gradient norm to this (0 or None: no clipping).
-    valid_every: steps between validations (also validated at the last step).
-    log_every: steps between ``train`` lines in ``sft_metrics.jsonl``.
-    num_threads: torch CPU threads (0: every CPU this process may use).
-    device: "auto" (the ``VLA_RL_DEVICE`` variable, else CUDA if available, else CPU), "cpu", "cuda:N".
-    show_progress: draw a tqdm progress bar with the current loss.
-    """
-
-    batch_size: int = 64
-    max_steps: int = 2000
-    epochs: float | None = None
-    learning_rate: float = 3e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 100
-    min_learning_rate_ratio: float = 0.1
-    grad_clip_norm: float | None = 1.0
-    valid_every: int = 250
-    log_every: int = 10
-    num_threads: int = 0
-    device: str = "auto"
-    show_progress: bool = True
-
-    def __post_init__(self) -> None:
-        positive = {"batch_size": self.batch_size, "max_steps": self.max_steps, "valid_every": self.valid_every,
-                    "log_every": self.log_every}  # fmt: skip
-        for name, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.epochs is not None and not float(self.epochs) > 0:
-            raise ValueError(f"epochs must be > 0 or null (no limit), got {self.epochs!r}")
-        if not float(self.learning_rate) > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if float(self.weight_decay) < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
-        if not 0.0 <= float(self.min_learning_rate_ratio) <= 1.0:
-            raise ValueError(f"min_learning_rate_ratio must lie in [0, 1], got {self.min_learning_rate_ratio!r}")
-        if self.grad_clip_norm is not None and float(self.grad_clip_norm) < 0:
-            raise ValueError(f"grad_clip_norm must be >= 0 or null, got {self.grad_clip_norm!r}")
-        if not isinstance(self.num_threads, int) or self.num_threads < 0:
-            raise ValueError(f"num_threads must be an integer >= 0 (0: all CPUs), got {self.num_threads!r}")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SFTConfig:
-        """Build from a plain mapping; an unknown key is a ValueError that lists the known ones."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"unknown sft keys {unknown}; known keys: {', '.join(known)}")
-        return cls(**dict(data))
 
 
 @dataclass
@@ -307,12 +247,13 @@ def run_sft(
         )  # fmt: skip
         shuffle_generator = torch.Generator().manual_seed(seed)
         batches = shuffled_batches(train_set, config.batch_size, cameras, shuffle_generator)
+        augment_generator = torch.Generator().manual_seed(seed + 1)
         clip = float(config.grad_clip_norm) if config.grad_clip_norm else math.inf
 
         metrics = stack.enter_context(contextlib.closing(MetricsWriter(output_dir / METRICS_FILE)))
         train_losses: list[float] = []
         valid_losses: list[tuple[int, float]] = []
-        best_valid, best_dir = math.inf, None
+        best_valid, best_dir, validations_since_best = math.inf, None, 0
         train_seconds, samples_seen = 0.0, 0
         window: dict[str, float] = {"loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0, "steps": 0}
         progress = tqdm(total=total_steps, desc="sft", unit="step", disable=not config.show_progress)
@@ -320,6 +261,8 @@ def run_sft(
             for step in range(1, total_steps + 1):
                 step_started = time.perf_counter()
                 batch = next(batches)
+                if config.augment:
+                    batch = augment_batch(batch, config.augment_shift_pixels, augment_generator)
                 loss = policy.bc_loss(batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -352,11 +295,18 @@ def run_sft(
                     valid_loss = validation_loss(policy, valid_set, config.batch_size, cameras, seed)
                     valid_losses.append((step, valid_loss))
                     improved = valid_loss < best_valid
+                    validations_since_best = 0 if improved else validations_since_best + 1
                     if improved:
                         best_valid = valid_loss
                         best_dir = policy.save_pretrained(output_dir / BEST_DIR)
                     metrics.write(split="valid", step=step, loss=valid_loss, best=improved)
                     progress.set_postfix(loss=f"{loss_value:.4f}", valid=f"{valid_loss:.4f}", refresh=False)
+                    patience = config.early_stopping_patience
+                    if patience is not None and validations_since_best >= patience and step < total_steps:
+                        print(f"sft: early stop at step {step}: no better validation loss in the last {patience} "
+                              f"validations (best {best_valid:.4f}); the best policy is in {best_dir}")
+                        progress.update(1)
+                        break
                 else:
                     progress.set_postfix(loss=f"{loss_value:.4f}", refresh=False)
                 progress.update(1)
@@ -371,8 +321,9 @@ def run_sft(
         # 5. the last policy and the summary
         last_dir = policy.save_pretrained(output_dir / LAST_DIR)
         samples_per_second = samples_seen / max(train_seconds, 1e-9)
+        num_steps = len(train_losses)  # total_steps unless stopped early
         summary = {
-            "num_steps": total_steps,
+            "num_steps": num_steps,
             "final_train_loss": train_losses[-1],
             "best_valid_loss": None if best_dir is None else best_valid,
             "samples_per_s": samples_per_second,
@@ -381,7 +332,7 @@ def run_sft(
             "dataset": str(demos_path),
             "dataset_env_id": str(attrs.get("env_id", "")),
         }
-        metrics.write(split="summary", step=total_steps, **summary)
+        metrics.write(split="summary", step=num_steps, **summary)
     return SFTResult(
         policy_dir=best_dir if best_dir is not None else last_dir,
         last_dir=last_dir,
@@ -390,7 +341,7 @@ def run_sft(
         train_losses=train_losses,
         valid_losses=valid_losses,
         best_valid_loss=summary["best_valid_loss"],
-        num_steps=total_steps,
+        num_steps=num_steps,
         num_train_samples=len(train_set),
         num_valid_samples=summary["num_valid_samples"],
         samples_per_second=samples_per_second,

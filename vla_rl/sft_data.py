@@ -112,3 +112,27 @@ def ordered_batches(dataset: ChunkDataset, batch_size: int, cameras: Sequence[st
     for start in range(0, len(dataset), batch_size):
         stop = min(start + batch_size, len(dataset))
         yield collate_chunks([dataset[i] for i in range(start, stop)], cameras)
+
+
+def random_shift_images(images: torch.Tensor, max_shift: int, generator: torch.Generator) -> torch.Tensor:
+    """Each image moved by its own integer offset in ``[-max_shift, max_shift]`` (rows and columns).
+
+    ``images`` uint8 ``(B, H, W, C)`` -> same shape and dtype. Pixel ``(r, c)`` of image ``b`` becomes
+    the input's pixel ``(clamp(r + dy_b), clamp(c + dx_b))``: exactly DrQ's "pad by replicating the
+    edge, then crop a random H x W window", done with one gather and no float copy.
+    """
+    if max_shift == 0:
+        return images
+    batch, height, width = images.shape[:3]
+    offsets = torch.randint(-max_shift, max_shift + 1, (2, batch, 1, 1), generator=generator)
+    rows = (torch.arange(height).view(1, height, 1) + offsets[0]).clamp_(0, height - 1)
+    cols = (torch.arange(width).view(1, 1, width) + offsets[1]).clamp_(0, width - 1)
+    samples = torch.arange(batch).view(batch, 1, 1)
+    return images[samples, rows.to(images.device), cols.to(images.device)]
+
+
+def augment_batch(batch: dict[str, Any], max_shift: int, generator: torch.Generator) -> dict[str, Any]:
+    """The behaviour-cloning ``batch`` with every camera's images randomly shifted (see :func:`random_shift_images`);
+    each camera draws its own offsets. The input batch is not changed."""
+    images = {camera: random_shift_images(frames, max_shift, generator) for camera, frames in batch["images"].items()}
+    return {**batch, "images": images}

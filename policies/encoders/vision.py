@@ -25,13 +25,18 @@ from torch import nn
 
 from policies.config import VisionConfig
 from policies.encoders.film import FiLMLayers, install_film
+from policies.encoders.spatial_pooling import SPATIAL_POOLINGS, build_spatial_pooling
 
 DEFAULT_IMAGE_MEAN = (0.5, 0.5, 0.5)
 DEFAULT_IMAGE_STD = (0.5, 0.5, 0.5)
 
 
 def create_timm_backbone(config: VisionConfig) -> nn.Module:
-    """A timm model without classifier: ``(N, 3, H, W)`` float -> pooled features ``(N, F)``."""
+    """A timm model without classifier: ``(N, 3, H, W)`` float -> pooled features ``(N, F)``.
+
+    With a pooling of :data:`SPATIAL_POOLINGS` (``vision.global_pool``), timm does not pool: the model
+    returns its final feature map ``(N, F, h, w)`` for that pooling.
+    """
     kwargs = dict(config.backbone_kwargs)
     for key, value in kwargs.items():  # JSON turns tuples into lists; timm wants tuples
         if isinstance(value, list):
@@ -52,7 +57,7 @@ def create_timm_backbone(config: VisionConfig) -> nn.Module:
             config.backbone,
             pretrained=checkpoint is not None,
             num_classes=0,
-            global_pool=config.global_pool,
+            global_pool="" if config.global_pool in SPATIAL_POOLINGS else config.global_pool,
             **kwargs,
         )
     except RuntimeError as error:
@@ -65,15 +70,17 @@ def create_timm_backbone(config: VisionConfig) -> nn.Module:
 
 
 class CameraBackbone(nn.Module):
-    """One backbone (optionally FiLM-conditioned): uint8 images -> features.
+    """One backbone (optionally FiLM-conditioned) and its pooling: uint8 images -> features.
 
-    ``forward(images (N, H, W, 3) uint8, condition (N, E) or None) -> (N, F)``.
+    ``forward(images (N, H, W, 3) uint8, condition (N, E) or None) -> (N, F)``; FiLM modulates the
+    backbone's stages, the pooling (timm's, or a spatial one) reads the last, modulated, feature map.
     """
 
     def __init__(self, config: VisionConfig, condition_dim: int | None) -> None:
         super().__init__()
         self.model = create_timm_backbone(config)
-        self.output_dim: int = self.model.num_features
+        self.pool = build_spatial_pooling(config.global_pool, self.model.num_features, config.num_keypoints)
+        self.output_dim: int = self.model.num_features if self.pool is None else self.pool.output_dim
         pretrained_cfg = getattr(self.model, "pretrained_cfg", None) or {}
         mean = pretrained_cfg.get("mean", DEFAULT_IMAGE_MEAN)
         std = pretrained_cfg.get("std", DEFAULT_IMAGE_STD)
@@ -89,11 +96,13 @@ class CameraBackbone(nn.Module):
     def forward(self, images: torch.Tensor, condition: torch.Tensor | None = None) -> torch.Tensor:
         pixels = self.preprocess(images)
         if self.film is None:
-            return self.model(pixels)
-        if condition is None:
+            features = self.model(pixels)
+        elif condition is None:
             raise ValueError("this backbone is FiLM-conditioned: pass the language embedding (N, E)")
-        with self.film.conditioned(condition):
-            return self.model(pixels)
+        else:
+            with self.film.conditioned(condition):
+                features = self.model(pixels)
+        return features if self.pool is None else self.pool(features)
 
 
 class VisionEncoder(nn.Module):

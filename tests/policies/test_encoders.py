@@ -178,3 +178,59 @@ def test_pretrained_minilm_encoder() -> None:
     assert set(encoder._cache) == {short, "grasp the red cube", "open the drawer"}
     with pytest.raises(FileNotFoundError, match="/no/such/model"):
         build_language_encoder(LanguageConfig(kind="pretrained", source="/no/such/model"))
+
+
+def test_spatial_softmax_matches_the_closed_form_for_one_hot_spot() -> None:
+    # One channel used as its own keypoint map (num_keypoints=0), temperature 1: a spot of height v at
+    # (row 1, col 4) on a 4 x 6 map. The softmax weights are e^v / Z at the spot and 1 / Z elsewhere
+    # (Z = e^v + 23); cell centres (2i + 1) / n - 1 sum to 0, so E[x] = x_spot (e^v - 1) / Z.
+    from policies.encoders.spatial_pooling import SpatialSoftmax
+
+    pooling = SpatialSoftmax(in_channels=1, num_keypoints=0)
+    height, width, value = 4, 6, 3.0
+    features = torch.zeros(1, 1, height, width)
+    features[0, 0, 1, 4] = value
+    x_spot, y_spot = (2 * 4 + 1) / width - 1, (2 * 1 + 1) / height - 1  # 0.5, -0.25
+    weight = (torch.tensor(value).exp() - 1) / (torch.tensor(value).exp() + height * width - 1)
+    expected = torch.stack([x_spot * weight, y_spot * weight]).view(1, 2)
+    torch.testing.assert_close(pooling(features), expected)
+
+    # A very sharp spot: the keypoint is the spot's coordinate itself; one keypoint per channel, x then y.
+    two_channels = torch.zeros(1, 2, height, width)
+    two_channels[0, 0, 1, 4] = 60.0
+    two_channels[0, 1, 3, 0] = 60.0
+    pooled = SpatialSoftmax(in_channels=2, num_keypoints=0)(two_channels)
+    torch.testing.assert_close(pooled, torch.tensor([[x_spot, y_spot, 1 / width - 1, 1 - 1 / height]]))
+
+
+def test_spatial_softmax_backbone_keeps_film_and_learns_its_temperature() -> None:
+    torch.manual_seed(0)
+    config = copy.deepcopy(CNN)
+    config.global_pool = "spatial_softmax"
+    config.num_keypoints = 5
+    backbone = CameraBackbone(config, CONDITION_DIM)
+    assert backbone.output_dim == 10 and len(backbone.film) == len(backbone.model.feature_info)
+    images = _images(size=64)  # a 2x2 final feature map
+    condition = torch.randn(3, CONDITION_DIM)
+    features = backbone(images, condition)
+    assert features.shape == (3, 10) and bool((features.abs() <= 1.0).all())
+
+    backbone(images, condition).square().sum().backward()
+    assert backbone.pool.log_temperature.grad is not None and backbone.pool.log_temperature.grad != 0
+
+    # FiLM acts before the pooling: gamma = -1 on the last stage leaves a map that is constant over
+    # positions (beta per channel), so every keypoint's attention is uniform and sits at the centre (0, 0).
+    with torch.no_grad():
+        backbone.film[-1].projection.bias[:16] = -1.0
+        backbone.film[-1].projection.bias[16:] = torch.linspace(-1.0, 1.0, 16)
+    torch.testing.assert_close(backbone(images, condition), torch.zeros(3, 10), atol=1e-6, rtol=0)
+
+
+def test_spatial_softmax_on_a_vit_says_what_to_do() -> None:
+    config = copy.deepcopy(VIT)
+    config.global_pool = "spatial_softmax"
+    backbone = CameraBackbone(config, None)
+    with pytest.raises(ValueError, match=r"needs a CNN feature map \(N, C, h, w\).*vision.global_pool"):
+        backbone(_images())
+    with pytest.raises(ValueError, match="vision.num_keypoints must be >= 0"):
+        CameraBackbone(VisionConfig(global_pool="spatial_softmax", num_keypoints=-1), None)
