@@ -1,0 +1,38 @@
+"""GRPO end to end at tiny size: groups share their initial state, the fit loop runs critic-free."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from tiny_training import TINY_TRAINING
+
+import policies  # noqa: F401  (before any rendering: see docs/platform.md)
+from vla_rl.cli import main
+from vla_rl.config import load_config
+from vla_rl.experiment import rl_run
+
+GRPO = [*TINY_TRAINING, "algo=grpo", "algo.group_size=2", "algo.filter_groups=false", "trainer.rollout_steps=2"]
+
+
+def test_grpo_groups_share_initial_states_and_training_runs(ray_session, tmp_path):
+    cfg = load_config([*GRPO, f"run_dir={tmp_path / 'a'}"])
+    with rl_run(cfg, tmp_path / "a") as trainer:
+        rollout = trainer.collector.collect(2, seed=0, iteration=0, mode="episodes", group_size=2)
+    batch = rollout.batch
+    first_state = batch["observation", "state"][:, 0]
+    first_image = batch["observation", "images", "front"][:, 0]
+    groups = batch["group_id"][:, 0]
+    assert groups.tolist() == [0, 0, 1, 1]  # 2 stages x 2 envs, groups of 2
+    for group in range(2):
+        rows = (groups == group).nonzero().flatten().tolist()
+        assert torch.equal(first_state[rows[0]], first_state[rows[1]])
+        assert torch.equal(first_image[rows[0]], first_image[rows[1]])
+    assert not torch.equal(first_image[0], first_image[2])  # different groups, different scenes
+    # The two envs of a group sample different actions from the same start.
+    assert not torch.equal(batch["action_chunk"][0, 0], batch["action_chunk"][1, 0])
+
+    run_dir = tmp_path / "b"
+    assert main(["train", *GRPO, f"run_dir={run_dir}", "trainer.iterations=1"]) == 0
+    rows = [json.loads(line) for line in (run_dir / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == 1 and "train/loss/value" not in rows[-1]
