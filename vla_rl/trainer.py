@@ -75,12 +75,14 @@ class Trainer:
                 rollout = self.collect_rollout(iteration)
             with timer.phase("advantages"):
                 batch, advantage_metrics = self.compute_advantages(rollout)
-            with timer.phase("update"):
-                train_policy = iteration >= self.algo.critic_warmup_iterations
-                update_metrics = self.actors.update(
-                    batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy
-                )
-            self.state.weights_version += 1
+            update_metrics = {"train/skipped_update": 1.0}
+            if batch is not None:  # None: every group was filtered out (all succeeded or all failed)
+                with timer.phase("update"):
+                    train_policy = iteration >= self.algo.critic_warmup_iterations
+                    update_metrics = self.actors.update(
+                        batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy
+                    )
+                self.state.weights_version += 1
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1
             eval_metrics = {}
@@ -137,8 +139,9 @@ class Trainer:
         episodes = [e for r in rollouts for e in r.episodes]
         return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts))
 
-    def compute_advantages(self, rollout: Rollout) -> tuple[TensorDict, dict[str, float]]:
-        """Advantages and returns over ``[N, T]``; returns the flat batch of valid steps for the update."""
+    def compute_advantages(self, rollout: Rollout) -> tuple[TensorDict | None, dict[str, float]]:
+        """Advantages and returns over ``[N, T]``; returns the flat batch of valid steps for the update
+        (None when there is none: with group filtering, every group may have all failed or all succeeded)."""
         batch = rollout.batch
         result = compute_advantages(batch, self.algo.advantage_estimator, **self.algo.advantage_options)
         batch["advantage"] = result.advantages
@@ -150,9 +153,10 @@ class Trainer:
             )
         batch["old_log_prob"] = batch["rollout_log_prob"]
         flat = valid_steps(batch.exclude("success"))
-        if flat.shape[0] == 0:
-            raise RuntimeError("the rollout has no valid step to train on (every group was filtered out?)")
         mask = batch["mask"]
+        if flat.shape[0] == 0:
+            logger.warning("no valid step to train on (every group filtered out); skipping this update")
+            return None, {"train/valid_steps": 0.0}
         metrics = {
             "train/advantage_mean": float(result.advantages[mask].mean()),
             "train/return_mean": float(result.returns[mask].mean()),

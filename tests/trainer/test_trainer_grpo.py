@@ -36,3 +36,12 @@ def test_grpo_groups_share_initial_states_and_training_runs(ray_session, tmp_pat
     assert main(["train", *GRPO, f"run_dir={run_dir}", "trainer.iterations=1"]) == 0
     rows = [json.loads(line) for line in (run_dir / "rl" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["step"] == 1 and "train/loss/value" not in rows[-1]
+
+
+def test_an_iteration_whose_groups_are_all_filtered_skips_its_update(ray_session, tmp_path):
+    # Groups of 2 have success rates 0, 0.5 or 1: bounds [0.6, 0.9] filter every group out.
+    run_dir = tmp_path / "run"
+    overrides = ["algo.filter_groups=true", "algo.min_success_rate=0.6", "algo.max_success_rate=0.9"]
+    assert main(["train", *GRPO, *overrides, f"run_dir={run_dir}", "trainer.iterations=1"]) == 0
+    row = [json.loads(line) for line in (run_dir / "rl" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert row["train/skipped_update"] == 1.0 and row["train/valid_steps"] == 0.0
