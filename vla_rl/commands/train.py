@@ -11,7 +11,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from vla_rl.config import load_config
     from vla_rl.pipeline import run_experiment
 
-    run_experiment(load_config(args.overrides))
+    overrides = list(args.overrides)
+    if not any(o.lstrip("+~").startswith("experiment=") for o in overrides):
+        overrides.insert(0, "experiment=default")  # `vla-rl train` alone runs the default experiment
+    run_experiment(load_config(overrides))
     return 0
 
 
