@@ -196,8 +196,7 @@ class Trainer:
 
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = rollout.episodes
-        metrics = {f"train/{k}" if "/" not in k else k: v for k, v in train.items()}
-        metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in metrics.items()}
+        metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in train.items()}
         if episodes:
             metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))
             metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))

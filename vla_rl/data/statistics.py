@@ -15,22 +15,20 @@ from pathlib import Path
 
 import numpy as np
 
+from policies.normalization import compute_stats
+
 STAT_KEYS = ("mean", "std", "min", "max", "q01", "q99")
 
 
 def feature_statistics(values: np.ndarray) -> dict[str, list[float]]:
-    """Statistics over the first axis of ``values`` ``(N, D)``, each a list of length D."""
+    """Statistics over the first axis of ``values`` ``(N, D)``, each a list of length D.
+
+    The same computation the policies' normaliser uses (:func:`policies.normalization.compute_stats`).
+    """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2 or values.shape[0] == 0:
         raise ValueError(f"statistics need a non-empty (N, D) array, got shape {values.shape}")
-    return {
-        "mean": values.mean(0).tolist(),
-        "std": values.std(0).tolist(),
-        "min": values.min(0).tolist(),
-        "max": values.max(0).tolist(),
-        "q01": np.quantile(values, 0.01, axis=0).tolist(),
-        "q99": np.quantile(values, 0.99, axis=0).tolist(),
-    }
+    return compute_stats(values)
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
