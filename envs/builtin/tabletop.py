@@ -43,7 +43,7 @@ from envs.builtin.assets import load_tabletop_model
 from envs.builtin.layout_io import check_init_state
 from envs.builtin.rendering import CameraRenderer
 from envs.builtin.scene import FINGER_OPEN, TabletopScene
-from envs.builtin.tasks import TASKS, TabletopTask, sample_layout
+from envs.builtin.tasks import TASKS, TabletopTask, check_block_colors, sample_layout
 
 CONTROL_HZ = 10.0
 MAX_POSITION_DELTA = 0.05
@@ -78,8 +78,10 @@ class TabletopEnv(RobotEnv):
         max_episode_steps: int | None = None,
         render_quality: str = "fast",
         render_mode: str | None = None,
+        block_colors: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
+        self.block_colors = check_block_colors(block_colors)
         unknown = [name for name in cameras if name not in CAMERAS]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown}; the tabletop cameras are {list(CAMERAS)}")
@@ -148,7 +150,7 @@ class TabletopEnv(RobotEnv):
         if task_name is not None and task_name != self.task.name:
             self._set_task(task_name)
         if init_state is None:
-            layout = sample_layout(self.np_random, self.task)
+            layout = sample_layout(self.np_random, self.task, self.block_colors)
         self._layout = layout
         self.scene.apply_layout(layout)
         self._ee_target = np.asarray(layout["ee_start"], dtype=float).copy()
@@ -234,6 +236,7 @@ def make_tabletop_env(
     max_episode_steps: int | None = None,
     render_quality: str = "fast",
     render_mode: str | None = None,
+    block_colors: tuple[str, ...] | None = None,
 ) -> TabletopEnv:
     """Build the tabletop env (the factory registered as ``tabletop`` in :mod:`envs.registry`)."""
     return TabletopEnv(
@@ -245,6 +248,7 @@ def make_tabletop_env(
         max_episode_steps=max_episode_steps,
         render_quality=render_quality,
         render_mode=render_mode,
+        block_colors=None if block_colors is None else tuple(block_colors),
     )
 
 

@@ -246,3 +246,27 @@ def test_success_terminates_with_sparse_reward_and_truncation_at_the_limit(state
     assert total == pytest.approx(0.5 * (dense.task.progress(scene, target) - start), abs=1e-9)
     assert dense.max_episode_steps == 5
     dense.close()
+
+
+def test_block_colors_fix_the_three_blocks_and_keep_other_colours_apart():
+    env = make_tabletop_env(task="lift", cameras=(), block_colors=("red", "green", "blue"))
+    seen_targets = set()
+    for seed in range(30):
+        _, info = env.reset(seed=seed)
+        layout = info["init_state"]
+        assert sorted(layout["block_colors"]) == ["blue", "green", "red"]
+        others = [*layout["zone_colors"], layout["drawer_color"]]
+        assert len(set(others)) == len(others) and not set(others) & {"red", "green", "blue"}
+        assert layout["target"]["block"] in layout["instruction"]
+        seen_targets.add(layout["target"]["block"])
+    assert seen_targets == {"red", "green", "blue"}
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("colors", "message"),
+    [(("red", "green", "pink"), "unknown colour"), (("red", "green"), "at least 3"), (("red",) * 3, "distinct")],
+)
+def test_bad_block_colors_name_the_problem(colors, message):
+    with pytest.raises(ValueError, match=message):
+        make_tabletop_env(task="reach", cameras=(), block_colors=colors)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.builtin.tasks.base import TabletopTask, sample_layout
+from envs.builtin.tasks.base import TabletopTask, check_block_colors, sample_layout
 from envs.builtin.tasks.drawer import CloseDrawerTask, OpenDrawerTask
 from envs.builtin.tasks.lift import LiftTask
 from envs.builtin.tasks.place_in_bowl import PlaceInBowlTask
@@ -15,4 +15,4 @@ TASKS: dict[str, type[TabletopTask]] = {
     for task in (ReachTask, PushTask, LiftTask, PlaceInBowlTask, StackTask, OpenDrawerTask, CloseDrawerTask)
 }
 
-__all__ = ["TASKS", "TabletopTask", "sample_layout"]
+__all__ = ["TASKS", "TabletopTask", "check_block_colors", "sample_layout"]

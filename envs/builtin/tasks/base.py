@@ -13,6 +13,7 @@ initial scene exactly; it is what the env returns as ``info["init_state"]``::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -92,30 +93,67 @@ def sample_object_positions(rng: np.random.Generator) -> dict[str, list]:
     raise RuntimeError("could not place the tabletop objects without overlap; is OBJECT_REGION too small?")
 
 
-def sample_layout(rng: np.random.Generator, task: TabletopTask) -> dict[str, Any]:
-    """A full initial layout for ``task`` (see the module docstring for its keys)."""
+def check_block_colors(block_colors: Sequence[str] | None) -> tuple[str, ...] | None:
+    """Validate the ``block_colors`` option: distinct palette colours, at least one per block."""
+    if block_colors is None:
+        return None
+    colors = tuple(str(color) for color in block_colors)
+    unknown = [color for color in colors if color not in PALETTE]
+    if unknown:
+        raise ValueError(f"block_colors: unknown colour(s) {unknown}; the palette is {list(PALETTE)}")
+    if len(set(colors)) != len(colors) or len(colors) < NUM_BLOCKS:
+        raise ValueError(
+            f"block_colors={list(colors)}: give at least {NUM_BLOCKS} distinct colours (one per block), "
+            "or null for the whole palette"
+        )
+    return colors
+
+
+def sample_layout(
+    rng: np.random.Generator, task: TabletopTask, block_colors: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """A full initial layout for ``task`` (see the module docstring for its keys).
+
+    ``block_colors``: the colours blocks may take (None: the whole palette). With exactly three,
+    every scene holds the same three blocks in new places, so an instruction names one of three
+    colours; zones and the drawer take colours outside the list.
+    """
+    block_colors = check_block_colors(block_colors)
     for _ in range(100):
-        layout = _sample_layout_once(rng, task)
+        layout = _sample_layout_once(rng, task, block_colors)
         if layout is not None:
             return layout
     raise RuntimeError(f"could not sample a feasible layout for task {task.name!r} in 100 tries")
 
 
-def _sample_layout_once(rng: np.random.Generator, task: TabletopTask) -> dict[str, Any] | None:
+def _sample_colors(
+    rng: np.random.Generator, block_colors: tuple[str, ...] | None
+) -> tuple[list[str], list[str]]:
+    """(block colours, other colours for the zones then the drawer), all distinct."""
     colors = list(PALETTE)
-    chosen = rng.choice(len(colors), size=NUM_BLOCKS + NUM_ZONES + 1, replace=False)
-    block_colors = [colors[i] for i in chosen[:NUM_BLOCKS]]
-    zone_colors = [colors[i] for i in chosen[NUM_BLOCKS : NUM_BLOCKS + NUM_ZONES]]
+    if block_colors is None:
+        chosen = rng.choice(len(colors), size=NUM_BLOCKS + NUM_ZONES + 1, replace=False)
+        return [colors[i] for i in chosen[:NUM_BLOCKS]], [colors[i] for i in chosen[NUM_BLOCKS:]]
+    blocks = [block_colors[i] for i in rng.choice(len(block_colors), size=NUM_BLOCKS, replace=False)]
+    rest = [color for color in colors if color not in blocks]
+    return blocks, [rest[i] for i in rng.choice(len(rest), size=NUM_ZONES + 1, replace=False)]
+
+
+def _sample_layout_once(
+    rng: np.random.Generator, task: TabletopTask, block_colors: tuple[str, ...] | None
+) -> dict[str, Any] | None:
+    block_colors_, other_colors = _sample_colors(rng, block_colors)
+    zone_colors = other_colors[:NUM_ZONES]
     positions = sample_object_positions(rng)
     yaws = rng.uniform(-BLOCK_YAW_RANGE, BLOCK_YAW_RANGE, size=NUM_BLOCKS).round(5)
     layout: dict[str, Any] = {
         "task": task.name,
-        "block_colors": block_colors,
+        "block_colors": block_colors_,
         "block_poses": [[*xy, float(yaw)] for xy, yaw in zip(positions["block_xy"], yaws, strict=True)],
         "zone_colors": zone_colors,
         "zone_positions": positions["zone_positions"],
         "bowl_position": positions["bowl_position"],
-        "drawer_color": colors[chosen[-1]],
+        "drawer_color": other_colors[-1],
         "drawer_opening": round(float(rng.uniform(*task.drawer_opening_range)), 5),
         "ee_start": rng.uniform(EE_START_LOW, EE_START_HIGH).round(5).tolist(),
     }
