@@ -53,6 +53,16 @@ class Rollout:
     success: torch.Tensor | None = None  # (N,) per-row success (episodes mode)
 
 
+def rows_without_episode_end(batch: TensorDict) -> int:
+    """How many env rows ``[N, T]`` saw no episode end (neither terminated nor truncated) in the rollout.
+
+    In ``continuing`` mode a row without an end means the rollout window (``num_steps`` chunks) is
+    shorter than that episode: the learner never sees how it finishes, nor its success reward.
+    """
+    ended = (batch["terminated"] | batch["truncated"]) & batch["mask"]
+    return int((~ended.any(dim=1)).sum())
+
+
 def _still_running(result: Any) -> np.ndarray:
     return result.active & ~(result.terminated | result.truncated)
 

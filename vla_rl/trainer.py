@@ -24,7 +24,7 @@ from tensordict import TensorDict
 from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
-from vla_rl.rollout import Rollout, RolloutCollector, derived_seed
+from vla_rl.rollout import Rollout, RolloutCollector, derived_seed, rows_without_episode_end
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.trainer_config import AlgoConfig, TrainerConfig
@@ -58,6 +58,7 @@ class Trainer:
         self.state = TrainerState()
         self.synced_version = -1
         self.timing_rows: list[dict[str, float]] = []
+        self._warned_window = False
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> TrainerState:
@@ -158,11 +159,25 @@ class Trainer:
             logger.warning("no valid step to train on (every group filtered out); skipping this update")
             return None, {"train/valid_steps": 0.0}
         metrics = {
+            "train/rows_without_episode_end": float(self._check_rollout_window(batch)),
             "train/advantage_mean": float(result.advantages[mask].mean()),
             "train/return_mean": float(result.returns[mask].mean()),
             "train/valid_steps": float(flat.shape[0]),
         }
         return flat, metrics
+
+    def _check_rollout_window(self, batch: TensorDict) -> int:
+        """Count rows with no episode end; warn once when the rollout window cuts every episode of a row."""
+        unfinished = rows_without_episode_end(batch)
+        if unfinished and self.algo.rollout_mode == "continuing" and not self._warned_window:
+            self._warned_window = True
+            logger.warning(
+                "%d of %d envs finished no episode within trainer.rollout_steps=%d chunks: episodes longer than "
+                "the rollout window never show their end (or success) to the learner; raise trainer.rollout_steps "
+                "to at least the longest episode in chunks (max_episode_steps / chunk_size)",
+                unfinished, batch.shape[0], self.config.rollout_steps,
+            )  # fmt: skip
+        return unfinished
 
     def evaluate(self, iteration: int) -> dict[str, float]:
         if self.evaluate_fn is None:
