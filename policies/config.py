@@ -66,10 +66,12 @@ class LanguageConfig:
 
 @dataclass
 class StateConfig:
-    """MLP on the normalised proprioceptive state."""
+    """MLP on the normalised proprioceptive state; ``enabled=False`` leaves the state out of the policy
+    (images and instruction only), a guard against memorising demonstrations by the arm's position."""
 
     hidden_dims: list[int] = field(default_factory=lambda: [64])
     output_dim: int = 64
+    enabled: bool = True
 
 
 @dataclass

@@ -27,7 +27,7 @@ class ObservationEncoder(nn.Module):
         self.vision = VisionEncoder(config.vision, io_spec.camera_names, self.language.output_dim)
         self.state = (
             StateEncoder(io_spec.state_dim, config.state.hidden_dims, config.state.output_dim)
-            if io_spec.state_dim > 0
+            if io_spec.state_dim > 0 and config.state.enabled
             else None
         )
         state_features = self.state.output_dim if self.state is not None else 0

@@ -208,3 +208,17 @@ def test_vit_backbone_with_per_camera_encoders() -> None:
     log_prob.sum().backward()
     film_grads = [layer.projection.weight.grad for layer in policy.encoder.vision.backbones["wrist"].film]
     assert all(grad is not None and grad.abs().sum() > 0 for grad in film_grads)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_state_can_be_left_out_of_the_policy(enabled: bool) -> None:
+    torch.manual_seed(0)
+    config = tiny_config(state=StateConfig(hidden_dims=[16], output_dim=16, enabled=enabled))
+    policy = VLAPolicy(config, tiny_spec(), tiny_stats())
+    obs = tiny_obs()
+    moved = dict(obs, state=obs["state"] + 5.0)
+    with torch.no_grad():
+        same = torch.equal(policy.embed(obs), policy.embed(moved))
+    assert same is not enabled
+    has_state_weights = any(name.startswith("encoder.state.") for name, _ in policy.named_parameters())
+    assert has_state_weights is enabled

@@ -1,0 +1,41 @@
+"""On a real rollout, the actor's log-probs and values at the rollout's weights equal the rollout's own.
+
+PPO divides by the rollout's log-probs (``algo.bypass_old_log_probs``): if the update rebuilt a
+different observation (images, state, instruction) or replayed a different sampling path, the first
+ratio would not be 1 and the clipping would act on noise.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_training import TINY_TRAINING as TINY
+
+import policies  # noqa: F401  (before any rendering: see docs/platform.md)
+from envs.registry import resolve
+from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.experiment import env_io_spec, policy_spec_from_config, rl_run
+from vla_rl.workers.ppo_update import extras_of, observation_of
+
+
+@pytest.mark.parametrize("policy", ["gaussian", "flow", "flow_noise"])
+def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy):
+    # the tiny denoiser options of TINY do not apply to the gaussian head
+    overrides = [o for o in TINY if not (policy == "gaussian" and o.startswith("+policy.head.options."))]
+    cfg = load_config([*overrides, f"policy={policy}", f"run_dir={tmp_path}", "trainer.eval_every=0"])
+    entry, _ = resolve(str(cfg.env.id))
+    io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
+    spec = policy_spec_from_config(cfg, io_spec, None)
+    with rl_run(cfg, tmp_path / "rl") as trainer:
+        trainer.sync_weights()
+        rollout = trainer.collect_rollout(0)
+        batch, _ = trainer.compute_advantages(rollout)
+        weights = trainer.actors.full_weights()
+    model = spec.build("cpu")
+    model.load_state_dict(weights)
+    model.eval()
+    with torch.no_grad():
+        log_prob, _, values = model.evaluate(observation_of(batch, rollout.instructions), extras_of(batch))
+    assert batch.shape[0] > 0 and log_prob.shape == batch["old_log_prob"].shape
+    torch.testing.assert_close(log_prob, batch["old_log_prob"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(values.reshape(-1), batch["value"].reshape(-1), atol=1e-5, rtol=1e-5)
