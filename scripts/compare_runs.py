@@ -14,11 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-WALL_CLOCK_KEYS = ("time", "timing/", "eval/wall_time_s", "wall_time_s", "samples_per_s", "steps_per_s")
-
 
 def _is_wall_clock(key: str) -> bool:
-    return any(part in key for part in WALL_CLOCK_KEYS)
+    """``time``, ``timing/*`` and the per-task ``.../wall_time_s`` and throughput (``..._per_s``) keys."""
+    return key == "time" or key.startswith("timing/") or key.endswith(("wall_time_s", "_per_s"))
 
 
 def comparable_summary(run_dir: Path) -> dict:
@@ -36,8 +35,9 @@ def comparable_metrics(run_dir: Path) -> list[dict]:
 
 def differences(run_a: Path, run_b: Path, limit: int = 10) -> list[str]:
     found = []
-    if comparable_summary(run_a) != comparable_summary(run_b):
-        found.append(f"summary.json: {comparable_summary(run_a)} != {comparable_summary(run_b)}")
+    summary_a, summary_b = comparable_summary(run_a), comparable_summary(run_b)
+    if summary_a != summary_b:
+        found.append(f"summary.json: {summary_a} != {summary_b}")
     rows_a, rows_b = comparable_metrics(run_a), comparable_metrics(run_b)
     if len(rows_a) != len(rows_b):
         found.append(f"rl/metrics.jsonl: {len(rows_a)} rows != {len(rows_b)} rows")

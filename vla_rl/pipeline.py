@@ -11,9 +11,7 @@ Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 # rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
 import policies  # noqa: F401
 from vla_rl.config import ConfigError
+from vla_rl.data.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +126,5 @@ def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds
             "episodes_per_task": {task: s["episodes"] for task, s in document["tasks"].items()},
         }
     path = run_dir / "summary.json"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(summary, indent=2))
-    os.replace(temporary, path)
+    write_json_atomic(path, summary)
     return path

@@ -159,7 +159,6 @@ class Trainer:
             logger.warning("no valid step to train on (every group filtered out); skipping this update")
             return None, {"train/valid_steps": 0.0}
         metrics = {
-            "train/rows_without_episode_end": float(self._check_rollout_window(batch)),
             "train/advantage_mean": float(result.advantages[mask].mean()),
             "train/return_mean": float(result.returns[mask].mean()),
             "train/valid_steps": float(flat.shape[0]),
@@ -169,7 +168,7 @@ class Trainer:
     def _check_rollout_window(self, batch: TensorDict) -> int:
         """Count rows with no episode end; warn once when the rollout window cuts every episode of a row."""
         unfinished = rows_without_episode_end(batch)
-        if unfinished and self.algo.rollout_mode == "continuing" and not self._warned_window:
+        if unfinished and not self._warned_window:
             self._warned_window = True
             logger.warning(
                 "%d of %d envs finished no episode within trainer.rollout_steps=%d chunks: episodes longer than "
@@ -212,6 +211,8 @@ class Trainer:
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = rollout.episodes
         metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in train.items()}
+        if self.algo.rollout_mode == "continuing":  # episodes mode masks filtered groups: no window to check
+            metrics["train/rows_without_episode_end"] = float(self._check_rollout_window(rollout.batch))
         if episodes:
             metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))
             metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))

@@ -248,7 +248,7 @@ def make_tabletop_env(
         max_episode_steps=max_episode_steps,
         render_quality=render_quality,
         render_mode=render_mode,
-        block_colors=None if block_colors is None else tuple(block_colors),
+        block_colors=block_colors,
     )
 
 

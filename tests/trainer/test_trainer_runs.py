@@ -35,6 +35,8 @@ def test_train_command_two_env_workers_two_ranks_then_resume_at_one_rank_after_a
     # 2 workers x 2 stages x 2 envs, 3 chunks of 4 actions each, unless an episode ended inside a chunk
     assert 0 < rows[0]["train/env_steps"] <= 2 * 2 * 2 * 3 * 4
     assert all(torch.isfinite(torch.tensor(row["train/loss/policy"])) for row in rows)
+    # a 12-step window against 30-step reach episodes: (nearly) every env row shows no episode end
+    assert 0 < rows[0]["train/rows_without_episode_end"] <= 2 * 2 * 2
     checkpoints = sorted(p.name for p in (rl_dir / "checkpoints").glob("iter_*"))
     assert checkpoints == ["iter_000001", "iter_000002"]
     eval_info = json.loads((rl_dir / "eval" / "iter_000002" / "eval_info.json").read_text())

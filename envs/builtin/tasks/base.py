@@ -142,13 +142,13 @@ def _sample_colors(
 def _sample_layout_once(
     rng: np.random.Generator, task: TabletopTask, block_colors: tuple[str, ...] | None
 ) -> dict[str, Any] | None:
-    block_colors_, other_colors = _sample_colors(rng, block_colors)
+    blocks, other_colors = _sample_colors(rng, block_colors)
     zone_colors = other_colors[:NUM_ZONES]
     positions = sample_object_positions(rng)
     yaws = rng.uniform(-BLOCK_YAW_RANGE, BLOCK_YAW_RANGE, size=NUM_BLOCKS).round(5)
     layout: dict[str, Any] = {
         "task": task.name,
-        "block_colors": block_colors_,
+        "block_colors": blocks,
         "block_poses": [[*xy, float(yaw)] for xy, yaw in zip(positions["block_xy"], yaws, strict=True)],
         "zone_colors": zone_colors,
         "zone_positions": positions["zone_positions"],
