@@ -21,6 +21,11 @@ ee_vx, ee_vy, ee_vz]``: grip site position (m, world frame, origin at the arm ba
 top), gripper yaw, distance between finger pads (m, 0..0.09) and grip site velocity over the last
 step (m/s).
 
+Scenes: by default every reset samples a new layout (positions anywhere on the table, 3 of 7
+colours for the blocks, one of several phrasings). ``fixed_scenes=True`` gives each task one
+nominal scene, moved by up to ``scene_jitter`` metres at each reset, as LIBERO's tasks are
+(:mod:`envs.builtin.tasks.fixed_scenes`).
+
 Rewards: sparse 1.0 on the step the task succeeds (the episode then terminates); with
 ``dense_reward=True`` each step adds ``0.5 * (progress_t - progress_{t-1})``: potential-based shaping
 (Ng, Harada and Russell, 1999) with the task's progress in [0, 1] as the potential, so the shaped
@@ -44,6 +49,7 @@ from envs.builtin.layout_io import check_init_state
 from envs.builtin.rendering import CameraRenderer
 from envs.builtin.scene import FINGER_OPEN, TabletopScene
 from envs.builtin.tasks import TASKS, TabletopTask, check_block_colors, sample_layout
+from envs.builtin.tasks.fixed_scenes import check_scene_jitter, jitter_layout, nominal_layout
 
 CONTROL_HZ = 10.0
 MAX_POSITION_DELTA = 0.05
@@ -79,9 +85,16 @@ class TabletopEnv(RobotEnv):
         render_quality: str = "fast",
         render_mode: str | None = None,
         block_colors: tuple[str, ...] | None = None,
+        fixed_scenes: bool = False,
+        scene_seed: int = 0,
+        scene_jitter: float = 0.03,
     ) -> None:
         super().__init__()
         self.block_colors = check_block_colors(block_colors)
+        self.fixed_scenes = bool(fixed_scenes)
+        self.scene_seed = int(scene_seed)
+        self.scene_jitter = check_scene_jitter(scene_jitter)
+        self._nominal_layouts: dict[str, dict[str, Any]] = {}
         unknown = [name for name in cameras if name not in CAMERAS]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown}; the tabletop cameras are {list(CAMERAS)}")
@@ -150,7 +163,7 @@ class TabletopEnv(RobotEnv):
         if task_name is not None and task_name != self.task.name:
             self._set_task(task_name)
         if init_state is None:
-            layout = sample_layout(self.np_random, self.task, self.block_colors)
+            layout = self._sample_layout()
         self._layout = layout
         self.scene.apply_layout(layout)
         self._ee_target = np.asarray(layout["ee_start"], dtype=float).copy()
@@ -160,6 +173,17 @@ class TabletopEnv(RobotEnv):
         self._progress = self.task.progress(self.scene, layout["target"])
         info = {"is_success": False, "task": self.task.name, "init_state": _copy_layout(layout)}
         return self._observation(), info
+
+    def _sample_layout(self) -> dict[str, Any]:
+        """A random layout, or (``fixed_scenes``) the task's nominal scene moved by up to ``scene_jitter``."""
+        if not self.fixed_scenes:
+            return sample_layout(self.np_random, self.task, self.block_colors)
+        name = self.task.name
+        if name not in self._nominal_layouts:
+            self._nominal_layouts[name] = nominal_layout(
+                self.task, self.scene_seed, self.block_colors, self.scene_jitter
+            )
+        return jitter_layout(self.np_random, self._nominal_layouts[name], self.scene_jitter)
 
     def step(self, action: Any):
         if self._layout is None:
@@ -237,6 +261,9 @@ def make_tabletop_env(
     render_quality: str = "fast",
     render_mode: str | None = None,
     block_colors: tuple[str, ...] | None = None,
+    fixed_scenes: bool = False,
+    scene_seed: int = 0,
+    scene_jitter: float = 0.03,
 ) -> TabletopEnv:
     """Build the tabletop env (the factory registered as ``tabletop`` in :mod:`envs.registry`)."""
     return TabletopEnv(
@@ -249,6 +276,9 @@ def make_tabletop_env(
         render_quality=render_quality,
         render_mode=render_mode,
         block_colors=block_colors,
+        fixed_scenes=fixed_scenes,
+        scene_seed=scene_seed,
+        scene_jitter=scene_jitter,
     )
 
 

@@ -61,9 +61,10 @@ def reach_progress(scene: TabletopScene, point: np.ndarray) -> float:
     return float(1.0 - np.tanh(5.0 * np.linalg.norm(scene.ee_position - point)))
 
 
-def _far_enough(point: np.ndarray, placed: list[tuple[str, np.ndarray]], kind: str) -> bool:
+def far_enough(point: np.ndarray, placed: list[tuple[str, np.ndarray]], kind: str, extra: float = 0.0) -> bool:
+    """Whether ``point`` (an object of ``kind``) keeps ``MIN_SPACING`` (plus ``extra``, m) from every placed one."""
     for other_kind, other in placed:
-        spacing = max(MIN_SPACING[kind], MIN_SPACING[other_kind])
+        spacing = max(MIN_SPACING[kind], MIN_SPACING[other_kind]) + extra
         if np.linalg.norm(point - other) < spacing:
             return False
     return True
@@ -78,7 +79,7 @@ def sample_object_positions(rng: np.random.Generator) -> dict[str, list]:
         for kind in kinds:
             for _ in range(100):
                 point = rng.uniform((x_low, y_low), (x_high, y_high))
-                if _far_enough(point, placed, kind):
+                if far_enough(point, placed, kind):
                     placed.append((kind, point))
                     break
             else:
