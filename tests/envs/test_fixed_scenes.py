@@ -9,6 +9,7 @@ from envs.builtin.tabletop import make_tabletop_env
 from envs.builtin.tasks.base import MIN_SPACING
 from envs.builtin.tasks.fixed_scenes import EE_HOME
 from envs.experts import get_expert
+from vla_rl.collect import run_expert_episode
 
 JITTER = 0.03
 
@@ -67,14 +68,6 @@ def test_a_bad_jitter_names_the_option(jitter):
 def test_the_scripted_experts_solve_jittered_scenes(task):
     env = make_tabletop_env(task=task, cameras=(), fixed_scenes=True, scene_jitter=JITTER)
     expert = get_expert("tabletop", task, env)
-    successes = 0
-    for seed in range(10):
-        obs, info = env.reset(seed=seed)
-        expert.reset(seed=seed)
-        for _ in range(env.env_spec.max_episode_steps):
-            obs, _, terminated, truncated, info = env.step(expert.act(obs))
-            if terminated or truncated:
-                break
-        successes += bool(info["is_success"])
+    successes = sum(run_expert_episode(env, expert, seed).success for seed in range(10))
     assert successes == 10
     env.close()
