@@ -13,11 +13,13 @@ from policies.heads.base import ActionHead, LogProbGranularity, reduce_log_prob
 from policies.heads.diffusion import DiffusionHead, DiffusionHeadConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.heads.gaussian import GaussianHead, GaussianHeadConfig
+from policies.heads.steered_flow import SteeredFlowHead, SteeredFlowHeadConfig
 
 HEADS: dict[str, type[ActionHead]] = {
     "gaussian": GaussianHead,
     "diffusion": DiffusionHead,
     "flow": FlowHead,
+    "flow_steered": SteeredFlowHead,
 }
 
 
@@ -63,6 +65,8 @@ __all__ = [
     "GaussianHead",
     "GaussianHeadConfig",
     "LogProbGranularity",
+    "SteeredFlowHead",
+    "SteeredFlowHeadConfig",
     "build_head",
     "head_option_names",
     "reduce_log_prob",

@@ -1,0 +1,91 @@
+"""The noise-steered flow head (DSRL): its latent policy, its frozen flow and where gradients go."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from policies.heads import build_head
+from policies.heads.steered_flow import SteeredFlowHead
+
+EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM = 8, 3, 2
+OPTIONS = {"hidden_dim": 32, "num_blocks": 2, "time_embedding_dim": 16, "num_inference_steps": 5,
+           "latent_hidden_dim": 16}  # fmt: skip
+
+
+def make_head(**options) -> SteeredFlowHead:
+    torch.manual_seed(0)
+    head = build_head("flow_steered", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, **{**OPTIONS, **options})
+    assert isinstance(head, SteeredFlowHead)
+    return head
+
+
+def euler_ode(head: SteeredFlowHead, embedding: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """Euler from t = 1 to t = 0 written out with the denoiser (independent of the head's sampler)."""
+    state, dt = noise, 1.0 / 5
+    for k in range(5):
+        time = torch.full((1,), (1.0 - k * dt) * head.config.time_scale)
+        state = state - dt * head.denoiser(state, time, embedding)
+    return state
+
+
+def test_latent_policy_starts_as_the_flows_own_noise_and_deterministic_is_the_ode_from_its_mean() -> None:
+    head = make_head()
+    embedding = torch.randn(6, EMBEDDING_DIM)
+    mean, std = head.latent_distribution(embedding)
+    assert torch.equal(mean, torch.zeros(6, CHUNK_SIZE, ACTION_DIM))
+    assert torch.allclose(std, torch.ones_like(std))
+    with torch.no_grad():
+        actions, replay = head.sample(embedding, deterministic=True)
+        expected = euler_ode(head, embedding, torch.zeros(6, CHUNK_SIZE, ACTION_DIM))
+    assert torch.equal(replay["latent"], mean)
+    assert torch.allclose(actions, expected, atol=1e-6)
+
+
+def test_stochastic_sample_is_the_ode_of_the_stored_noise_and_log_prob_is_its_gaussian_density() -> None:
+    head = make_head(latent_init_std=0.5)
+    with torch.no_grad():
+        head.latent_mean[-1].bias.normal_()  # a mean away from zero
+    embedding = torch.randn(6, EMBEDDING_DIM)
+    with torch.no_grad():
+        actions, replay = head.sample(embedding, generator=torch.Generator().manual_seed(2))
+        assert torch.allclose(actions, euler_ode(head, embedding, replay["latent"]), atol=1e-6)
+    log_prob, entropy = head.log_prob(embedding, actions, replay)
+    mean, std = head.latent_distribution(embedding)
+    normal = torch.distributions.Normal(mean, std)
+    assert torch.allclose(log_prob, normal.log_prob(replay["latent"]), atol=1e-5)
+    assert torch.allclose(entropy, normal.entropy(), atol=1e-6)
+    assert torch.allclose(std, torch.full_like(std, 0.5))
+
+
+def test_rl_gradient_reaches_only_the_latent_policy_and_bc_gradient_only_the_flow() -> None:
+    head = make_head()
+    with torch.no_grad():  # the zero-initialised last layer would hide the gradient of the layers below
+        head.latent_mean[-1].weight.normal_()
+    embedding = torch.randn(8, EMBEDDING_DIM, requires_grad=True)
+    with torch.no_grad():
+        actions, replay = head.sample(embedding)
+    log_prob, _ = head.log_prob(embedding, actions, replay)
+    log_prob.sum().backward()
+    with_grad = {name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert with_grad == {name for name, _ in head.named_parameters() if name.startswith("latent_")}
+    assert embedding.grad is None  # detach_embedding: the encoders stay as SFT left them
+
+    head.zero_grad(set_to_none=True)
+    head.bc_loss(embedding.detach(), torch.randn(8, CHUNK_SIZE, ACTION_DIM)).backward()
+    with_grad = {name for name, p in head.named_parameters() if p.grad is not None}
+    assert with_grad and all(name.startswith("denoiser.") for name in with_grad)
+
+
+def test_latent_mean_stays_inside_its_bound_and_bad_options_and_replays_raise() -> None:
+    head = make_head(latent_mean_bound=1.5)
+    with torch.no_grad():
+        head.latent_mean[-1].bias.fill_(100.0)
+    mean, _ = head.latent_distribution(torch.randn(4, EMBEDDING_DIM))
+    assert mean.abs().max() <= 1.5 and mean.min() > 1.49
+    with pytest.raises(KeyError, match="latent"):
+        head.log_prob(torch.randn(4, EMBEDDING_DIM), torch.zeros(4, CHUNK_SIZE, ACTION_DIM), {})
+    with pytest.raises(ValueError, match="latent_init_std"):
+        make_head(latent_init_std=10.0)
+    with pytest.raises(ValueError, match="latent_mean_bound"):
+        make_head(latent_mean_bound=0.0)
