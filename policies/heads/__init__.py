@@ -13,6 +13,7 @@ from policies.heads.base import ActionHead, LogProbGranularity, reduce_log_prob
 from policies.heads.diffusion import DiffusionHead, DiffusionHeadConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.heads.gaussian import GaussianHead, GaussianHeadConfig
+from policies.heads.residual_flow import ResidualFlowHead, ResidualFlowHeadConfig
 from policies.heads.steered_flow import SteeredFlowHead, SteeredFlowHeadConfig
 
 HEADS: dict[str, type[ActionHead]] = {
@@ -20,6 +21,7 @@ HEADS: dict[str, type[ActionHead]] = {
     "diffusion": DiffusionHead,
     "flow": FlowHead,
     "flow_steered": SteeredFlowHead,
+    "flow_residual": ResidualFlowHead,
 }
 
 
@@ -65,6 +67,8 @@ __all__ = [
     "GaussianHead",
     "GaussianHeadConfig",
     "LogProbGranularity",
+    "ResidualFlowHead",
+    "ResidualFlowHeadConfig",
     "SteeredFlowHead",
     "SteeredFlowHeadConfig",
     "build_head",

@@ -131,6 +131,14 @@ class FlowHead(DenoisingChainHead):
         network_time = torch.full((1,), time * self.config.time_scale, device=state.device)
         return self.denoiser(state, network_time, embedding)
 
+    @torch.no_grad()
+    def integrate_ode(self, embedding: torch.Tensor, initial_noise: torch.Tensor) -> torch.Tensor:
+        """The Euler ODE from ``initial_noise`` ``(B, H, A)`` at t = 1 to an action chunk at t = 0 (no gradient)."""
+        state = initial_noise
+        for step in range(self.num_steps):
+            state = state - self.step_size * self.velocity(embedding, state, self.time_of_step(step))
+        return state
+
     def choice_keys(self) -> tuple[str, ...]:
         if self.config.rl_method == "noise":
             return ()

@@ -23,15 +23,13 @@ asked to denoise noise of the size it was trained on.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from policies.heads.bounded_gaussian import BoundedGaussian, check_bounded_gaussian_options
 from policies.heads.common import check_chunks, check_embedding, gaussian_entropy, gaussian_log_prob
 from policies.heads.flow import FlowHead, FlowHeadConfig
-from policies.heads.gaussian import mlp
 
 
 @dataclass
@@ -54,15 +52,9 @@ class SteeredFlowHeadConfig(FlowHeadConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.latent_init_std <= 0 or not (
-            self.latent_log_std_min <= math.log(self.latent_init_std) <= self.latent_log_std_max
-        ):
-            raise ValueError(
-                f"steered flow head: latent_init_std={self.latent_init_std} must be > 0 with its log inside "
-                f"[latent_log_std_min={self.latent_log_std_min}, latent_log_std_max={self.latent_log_std_max}]"
-            )
-        if self.latent_mean_bound <= 0:
-            raise ValueError(f"steered flow head: latent_mean_bound={self.latent_mean_bound} must be > 0")
+        check_bounded_gaussian_options(
+            self.latent_init_std, self.latent_log_std_min, self.latent_log_std_max, self.latent_mean_bound, "latent"
+        )
 
 
 class SteeredFlowHead(FlowHead):
@@ -75,30 +67,15 @@ class SteeredFlowHead(FlowHead):
     ) -> None:
         config = config or SteeredFlowHeadConfig()
         super().__init__(embedding_dim, chunk_size, action_dim, config)
-        self.latent_mean = mlp(embedding_dim, config.latent_hidden_dim, config.latent_num_layers, chunk_size * action_dim)
-        final = self.latent_mean[-1]
-        assert isinstance(final, nn.Linear)
-        nn.init.zeros_(final.weight)
-        nn.init.zeros_(final.bias)
-        self.latent_log_std = nn.Parameter(torch.full((chunk_size, action_dim), math.log(config.latent_init_std)))
+        self.latent = BoundedGaussian(
+            embedding_dim, chunk_size, action_dim, config.latent_hidden_dim, config.latent_num_layers,
+            config.latent_init_std, config.latent_log_std_min, config.latent_log_std_max, config.latent_mean_bound,
+        )  # fmt: skip
 
     def latent_distribution(self, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean ``(B, H, A)`` and std ``(B, H, A)`` of the initial noise."""
         check_embedding(embedding, self.embedding_dim)
-        config = self.config
-        source = embedding.detach() if config.detach_embedding else embedding
-        raw = self.latent_mean(source).view(-1, self.chunk_size, self.action_dim)
-        mean = config.latent_mean_bound * torch.tanh(raw / config.latent_mean_bound)
-        log_std = self.latent_log_std.clamp(config.latent_log_std_min, config.latent_log_std_max)
-        return mean, log_std.exp().expand_as(mean)
-
-    @torch.no_grad()
-    def denoise(self, embedding: torch.Tensor, initial_noise: torch.Tensor) -> torch.Tensor:
-        """The flow's Euler ODE from ``initial_noise`` ``(B, H, A)`` at t = 1 to an action chunk at t = 0."""
-        state = initial_noise
-        for step in range(self.num_steps):
-            state = state - self.step_size * self.velocity(embedding, state, self.time_of_step(step))
-        return state
+        return self.latent(embedding.detach() if self.config.detach_embedding else embedding)
 
     def sample(
         self,
@@ -112,7 +89,7 @@ class SteeredFlowHead(FlowHead):
             latent = mean
         else:
             latent = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        actions = self.denoise(embedding, latent.detach())
+        actions = self.integrate_ode(embedding, latent.detach())
         return actions, {"latent": latent.detach(), "log_prob": gaussian_log_prob(latent, mean, std)}
 
     def log_prob(
