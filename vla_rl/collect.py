@@ -9,11 +9,14 @@ are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.data.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 from tqdm import tqdm
 
@@ -69,6 +72,44 @@ def run_expert_episode(env: Any, expert: Any, seed: int) -> Episode:
     )
 
 
+SETTINGS_FILE = "collection.json"
+
+
+def check_collection_settings(output: Path, env_id: str, env_kwargs: dict[str, Any], noise_std: float) -> None:
+    """Refuse to add episodes to ``output`` when it holds episodes of another env or env settings.
+
+    Collection resumes from the episodes already in ``output``; without this check a folder collected
+    with, say, random layouts would be reused silently for fixed scenes. The settings are recorded in
+    ``output/collection.json`` (written to a temporary name, then renamed).
+    """
+    current = json.loads(json.dumps({"env_id": env_id, "env_kwargs": env_kwargs, "noise_std": float(noise_std)}))
+    record = output / SETTINGS_FILE
+    previous = json.loads(record.read_text()) if record.is_file() else _settings_of_older_collection(output, current)
+    if previous is not None and previous != current:
+        changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
+        raise ValueError(
+            f"collect.output={output} holds demonstrations collected with other settings ({', '.join(changed)}: "
+            f"{ {k: previous.get(k) for k in changed} } there, { {k: current.get(k) for k in changed} } now); "
+            "set collect.output to another folder, or delete this one to collect anew"
+        )
+    if record.is_file():
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    temporary = record.with_name(record.name + ".tmp")
+    temporary.write_text(json.dumps(current, indent=2, sort_keys=True))
+    os.replace(temporary, record)
+
+
+def _settings_of_older_collection(output: Path, current: dict[str, Any]) -> dict[str, Any] | None:
+    """The env settings of a ``demos.hdf5`` written before ``collection.json`` existed (None: no such file)."""
+    dataset = output / "demos.hdf5"
+    if not dataset.is_file():
+        return None
+    with h5py.File(dataset, "r") as file:
+        attrs = file["data"].attrs
+        return {**current, "env_id": str(attrs.get("env_id")), "env_kwargs": json.loads(attrs.get("env_kwargs", "{}"))}
+
+
 def collect_demonstrations(
     env_id: str,
     tasks: Sequence[str],
@@ -88,6 +129,7 @@ def collect_demonstrations(
         RuntimeError: a task's expert failed too often (``max_attempts_per_episode`` per episode).
     """
     output = Path(output)
+    check_collection_settings(output, env_id, env_kwargs, noise_std)
     store = EpisodeStore(output)
     entry, _ = resolve(env_id)
     stored = store.count_by_task()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 from vla_rl.cli import main
 from vla_rl.collect import collect_demonstrations
@@ -53,3 +56,20 @@ def test_collect_command_line(tmp_path, capsys):
     assert code == 0
     assert f"demonstrations: {tmp_path / 'demos.hdf5'}" in capsys.readouterr().out
     assert len(load_demonstrations(tmp_path)[0]) == 2
+
+
+def test_collect_refuses_a_folder_collected_with_other_env_settings(tmp_path):
+    output = tmp_path / "demos"
+    collect_demonstrations("tabletop", ["reach"], KWARGS, output, 1, show_progress=False)
+    settings = json.loads((output / "collection.json").read_text())
+    assert settings["env_kwargs"] == {"image_size": 32, "cameras": ["front", "wrist"]}
+    again = collect_demonstrations("tabletop", ["reach"], KWARGS, output, 1, show_progress=False)
+    assert again.attempts_by_task == {}  # same settings: the stored episode is kept
+    with pytest.raises(ValueError, match=r"collect.output=.*other settings \(env_kwargs"):
+        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "fixed_scenes": True}, output, 2, show_progress=False)
+    assert EpisodeStore(output).count_by_task() == {"reach": 1}  # nothing added, nothing lost
+
+    # A folder from before collection.json: its demos.hdf5 attributes are the record.
+    (output / "collection.json").unlink()
+    with pytest.raises(ValueError, match="noise_std|env_kwargs"):
+        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "image_size": 16}, output, 1, show_progress=False)
