@@ -18,7 +18,7 @@ from vla_rl.experiment import env_io_spec, policy_spec_from_config, rl_run
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 
-@pytest.mark.parametrize("policy", ["gaussian", "flow", "flow_noise"])
+@pytest.mark.parametrize("policy", ["gaussian", "flow", "flow_noise", "flow_steered", "flow_residual"])
 def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy):
     # the tiny denoiser options of TINY do not apply to the gaussian head
     overrides = [o for o in TINY if not (policy == "gaussian" and o.startswith("+policy.head.options."))]
