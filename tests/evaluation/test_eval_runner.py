@@ -107,7 +107,7 @@ class StillActor:
     def __init__(self):
         self.calls = 0
 
-    def act(self, obs_batch, deterministic=True):
+    def act(self, obs_batch, deterministic=True, generator=None):
         import torch
 
         self.calls += 1
@@ -138,7 +138,7 @@ def test_policy_actor_on_point_env_matches_a_replay(tmp_path):
 
 def test_actor_with_wrong_action_shape_is_explained(tmp_path):
     class FlatActor:
-        def act(self, obs_batch, deterministic=True):
+        def act(self, obs_batch, deterministic=True, generator=None):
             return np.zeros((len(obs_batch["instruction"]), 2)), {}
 
     envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=2)
@@ -155,3 +155,38 @@ def test_expert_for_env_without_one_is_explained(tmp_path):
     with pytest.raises(KeyError, match="no scripted expert for point/reach_red; experts exist for: tabletop/"):
         evaluate_and_report(envs, ExpertActionSource(), ["reach_red"], settings, tmp_path, {"kind": "expert"}, {})
     envs.close()
+
+
+class NoisyActor:
+    """Random chunks of 3 actions drawn from the generator the evaluation passes (as a flow head's noise)."""
+
+    def __init__(self):
+        self.chunks = []
+
+    def act(self, obs_batch, deterministic=True, generator=None):
+        import torch
+
+        chunks = 0.3 * torch.randn(len(obs_batch["instruction"]), 3, 2, generator=generator)
+        self.chunks.append(chunks)
+        return chunks, {}
+
+
+def test_a_sampling_policy_scores_the_same_whatever_the_global_random_state(tmp_path):
+    import torch
+
+    settings = EvalSettings(episodes_per_task=6, seed=3, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    outcomes, actions = [], []
+    for global_seed in (0, 1):
+        torch.manual_seed(global_seed)  # e.g. an RL stage that drew from the global generator before
+        envs = make_eval_envs("point_env:make", {"max_episode_steps": 7}, ["reach_red"], num_envs=4)
+        actor = NoisyActor()
+        document, _ = evaluate_and_report(
+            envs, PolicyActionSource(actor), ["reach_red"], settings, tmp_path / str(global_seed),
+            {"kind": "actor"}, {"id": "point_env:make", "kwargs": {}, "num_envs": 4, "num_workers": 0},
+        )  # fmt: skip
+        envs.close()
+        outcomes.append([(e["return"], e["length"]) for e in document["tasks"]["reach_red"]["episode_results"]])
+        actions.append(torch.cat(actor.chunks))
+    assert outcomes[0] == outcomes[1]
+    assert torch.equal(actions[0], actions[1])
+    assert actions[0].std() > 0.2  # the chunks are noise, drawn from the evaluation's generator

@@ -31,10 +31,13 @@ class Actor(Protocol):
     """Anything that maps an observation batch to action chunks.
 
     ``obs_batch``: ``{"images": {camera: uint8 (B, H, W, 3)}, "state": float (B, S), "instruction": list[str]}``;
-    returns ``(actions (B, H, A) numpy or torch, extras dict)``.
+    returns ``(actions (B, H, A) numpy or torch, extras dict)``. ``generator`` is the source of any
+    sampling noise (a flow head's initial noise, for instance), so that evaluation repeats exactly.
     """
 
-    def act(self, obs_batch: dict[str, Any], deterministic: bool = True) -> tuple[Any, dict[str, Any]]: ...
+    def act(
+        self, obs_batch: dict[str, Any], deterministic: bool = True, generator: Any = None
+    ) -> tuple[Any, dict[str, Any]]: ...
 
 
 class PolicyActionSource:
@@ -46,12 +49,23 @@ class PolicyActionSource:
         self.actor = actor
         self.deterministic = deterministic
         self.name = name
+        self.generator = None
 
     def prepare(self, envs: Any) -> None:
         pass
 
+    def seed_round(self, seed: int) -> None:
+        """Seed the policy's sampling for the next round of episodes.
+
+        Without it the noise came from torch's global generator, so a policy scored differently after
+        another stage (RL) had drawn from it than when evaluated alone.
+        """
+        import torch
+
+        self.generator = torch.Generator().manual_seed(int(seed))
+
     def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
-        actions, _ = self.actor.act(observation, deterministic=self.deterministic)
+        actions, _ = self.actor.act(observation, deterministic=self.deterministic, generator=self.generator)
         if hasattr(actions, "detach"):
             actions = actions.detach().float().cpu().numpy()
         actions = np.asarray(actions, dtype=np.float32)
@@ -74,6 +88,9 @@ class ExpertActionSource:
 
     def prepare(self, envs: Any) -> None:
         envs.use_experts(self.noise_std, self.seed)
+
+    def seed_round(self, seed: int) -> None:
+        """The experts' noise is seeded where the envs live (:meth:`prepare`)."""
 
     def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
         return envs.expert_action_chunks()

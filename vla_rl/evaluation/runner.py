@@ -123,6 +123,7 @@ def _evaluate_task(
         else:
             envs.disable_video()
         observation = envs.reset(seeds=seeds, tasks=[task] * num_envs)
+        action_source.seed_round(seeds[0])
         if count < num_envs:
             envs.deactivate_envs(list(range(count, num_envs)))
         running = np.arange(num_envs) < count
