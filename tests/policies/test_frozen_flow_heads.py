@@ -32,6 +32,18 @@ def euler_ode(head: SteeredFlowHead, embedding: torch.Tensor, noise: torch.Tenso
     return state
 
 
+def rl_gradient(head, small_policy) -> tuple[torch.Tensor, set[str]]:
+    """Backpropagate the RL log-prob of a sample; returns the embedding and the parameters with a gradient."""
+    with torch.no_grad():  # the zero-initialised last layer would hide the gradient of the layers below
+        small_policy.mean_network[-1].weight.normal_()
+    embedding = torch.randn(8, EMBEDDING_DIM, requires_grad=True)
+    with torch.no_grad():
+        actions, replay = head.sample(embedding)
+    log_prob, _ = head.log_prob(embedding, actions, replay)
+    log_prob.sum().backward()
+    return embedding, {name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+
 def test_latent_policy_starts_as_the_flows_own_noise_and_deterministic_is_the_ode_from_its_mean() -> None:
     head = make_head()
     embedding = torch.randn(6, EMBEDDING_DIM)
@@ -63,14 +75,7 @@ def test_stochastic_sample_is_the_ode_of_the_stored_noise_and_log_prob_is_its_ga
 
 def test_rl_gradient_reaches_only_the_latent_policy_and_bc_gradient_only_the_flow() -> None:
     head = make_head()
-    with torch.no_grad():  # the zero-initialised last layer would hide the gradient of the layers below
-        head.latent.mean_network[-1].weight.normal_()
-    embedding = torch.randn(8, EMBEDDING_DIM, requires_grad=True)
-    with torch.no_grad():
-        actions, replay = head.sample(embedding)
-    log_prob, _ = head.log_prob(embedding, actions, replay)
-    log_prob.sum().backward()
-    with_grad = {name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    embedding, with_grad = rl_gradient(head, head.latent)
     assert with_grad == {name for name, _ in head.named_parameters() if name.startswith("latent.")}
     assert embedding.grad is None  # detach_embedding: the encoders stay as SFT left them
 
@@ -126,16 +131,11 @@ def test_residual_head_starts_as_its_flow_from_zero_noise_and_adds_a_gaussian_co
 
 def test_residual_head_rl_gradient_reaches_only_the_residual_policy_and_bad_inputs_raise() -> None:
     head = make_residual_head()
-    with torch.no_grad():
-        head.residual.mean_network[-1].weight.normal_()
-    embedding = torch.randn(8, EMBEDDING_DIM, requires_grad=True)
-    with torch.no_grad():
-        actions, replay = head.sample(embedding)
-    log_prob, _ = head.log_prob(embedding, actions, replay)
-    log_prob.sum().backward()
-    with_grad = {name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    embedding, with_grad = rl_gradient(head, head.residual)
     assert with_grad == {name for name, _ in head.named_parameters() if name.startswith("residual.")}
     assert embedding.grad is None
+    with torch.no_grad():
+        actions, replay = head.sample(embedding)
     with pytest.raises(ValueError, match="base_action \\+ residual"):
         head.log_prob(embedding, actions + 0.1, replay)
     with pytest.raises(KeyError, match="residual"):
