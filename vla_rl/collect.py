@@ -84,7 +84,8 @@ def check_collection_settings(output: Path, env_id: str, env_kwargs: dict[str, A
     """
     current = json.loads(json.dumps({"env_id": env_id, "env_kwargs": env_kwargs, "noise_std": float(noise_std)}))
     record = output / SETTINGS_FILE
-    previous = json.loads(record.read_text()) if record.is_file() else _settings_of_older_collection(output, current)
+    recorded = record.is_file()
+    previous = json.loads(record.read_text()) if recorded else _settings_of_older_collection(output, current)
     if previous is not None and previous != current:
         changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
         raise ValueError(
@@ -92,7 +93,7 @@ def check_collection_settings(output: Path, env_id: str, env_kwargs: dict[str, A
             f"{ {k: previous.get(k) for k in changed} } there, { {k: current.get(k) for k in changed} } now); "
             "set collect.output to another folder, or delete this one to collect anew"
         )
-    if record.is_file():
+    if recorded:
         return
     output.mkdir(parents=True, exist_ok=True)
     temporary = record.with_name(record.name + ".tmp")
