@@ -14,7 +14,11 @@ constant, so PPO ratios are unchanged), and clipping is part of the env, as usua
 - ``"log_prob"`` ``(B, H, A)``: per action dimension (see ``policies.heads.base.reduce_log_prob``);
 - ``"value"`` ``(B,)``;
 - ``"action_normalized"`` ``(B, H, A)``: the head's sample;
-- ``"replay.<name>"``: the head's replay tensors (denoising chain, chosen step, ...).
+- ``"replay.<name>"``: the head's replay tensors (denoising chain, chosen step, ...);
+- ``"embedding"`` ``(B, D)``: only when RL cannot move the encoders (see
+  :attr:`VLAPolicy.rl_moves_encoders`). ``evaluate`` then reuses it instead of encoding the
+  observation again: the encoders are fixed during RL, so it is the embedding ``evaluate`` would
+  compute, and the update skips the encoders' forward pass (most of its cost for a small head).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from policies.normalization import Normalizer
 from policies.value import ValueHead
 
 REPLAY_PREFIX = "replay."
+EMBEDDING_KEY = "embedding"
 Observation = Mapping[str, Any]
 
 
@@ -88,6 +93,11 @@ class VLAPolicy(nn.Module):
     @property
     def stats(self) -> dict[str, dict[str, list[float]]]:
         return self.normalizer.stats
+
+    @property
+    def rl_moves_encoders(self) -> bool:
+        """Whether the RL losses (policy log-prob, value) have a gradient that reaches the encoders."""
+        return self.head.log_prob_reaches_embedding or not self.value_head.detach_input
 
     @property
     def device(self) -> torch.device:
@@ -163,15 +173,24 @@ class VLAPolicy(nn.Module):
             "action_normalized": normalized,
             **{REPLAY_PREFIX + name: tensor for name, tensor in replay.items()},
         }
+        if not self.rl_moves_encoders:
+            extras[EMBEDDING_KEY] = embedding
         return actions, extras
 
     def evaluate(
         self, obs: Observation, extras: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Recompute ``(log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` with gradients."""
-        if "action_normalized" not in extras.keys():  # TensorDict has no `in`
+        """Recompute ``(log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` with gradients.
+
+        The embedding is ``extras["embedding"]`` where act() stored one (fixed encoders), else ``embed(obs)``.
+        """
+        keys = extras.keys()  # TensorDict has no `in`
+        if "action_normalized" not in keys:
             raise KeyError("extras lack 'action_normalized'; pass the extras that act() returned")
-        embedding = self.embed(obs)
+        if EMBEDDING_KEY in keys and not self.rl_moves_encoders:
+            embedding = self._tensor(extras[EMBEDDING_KEY], torch.float32)
+        else:
+            embedding = self.embed(obs)
         replay = {
             key[len(REPLAY_PREFIX):]: self._tensor(extras[key])
             for key in extras.keys()

@@ -16,6 +16,9 @@ A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` i
   normalised expert chunks ``(B, H, A)``; ``mask`` ``(B, H)`` marks valid steps.
 - ``set_training_step(step)``: lets a head follow a schedule over RL training steps
   (noise-level annealing of the flow head); a no-op for heads without schedules.
+- ``log_prob_reaches_embedding``: whether ``log_prob``'s gradient flows into the embedding
+  (True by default); heads that read a detached embedding say False, and the policy then
+  reuses the embedding computed at sampling time instead of re-encoding the observation.
 
 :func:`reduce_log_prob` turns per-dimension log-probs into the granularity an
 algorithm asks for.
@@ -54,6 +57,11 @@ class ActionHead(nn.Module):
         self, embedding: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         raise NotImplementedError
+
+    @property
+    def log_prob_reaches_embedding(self) -> bool:
+        """Whether the gradient of ``log_prob`` reaches the embedding (and so the encoders)."""
+        return True
 
     def set_training_step(self, step: int) -> None:
         """Tell the head the current RL training step (for annealed schedules). Default: no-op."""

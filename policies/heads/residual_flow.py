@@ -63,6 +63,10 @@ class ResidualFlowHead(FlowHead):
 
     config_class = ResidualFlowHeadConfig
 
+    @property
+    def log_prob_reaches_embedding(self) -> bool:
+        return not self.config.detach_embedding
+
     def __init__(
         self, embedding_dim: int, chunk_size: int, action_dim: int, config: ResidualFlowHeadConfig | None = None
     ) -> None:

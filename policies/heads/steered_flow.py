@@ -62,6 +62,10 @@ class SteeredFlowHead(FlowHead):
 
     config_class = SteeredFlowHeadConfig
 
+    @property
+    def log_prob_reaches_embedding(self) -> bool:
+        return not self.config.detach_embedding
+
     def __init__(
         self, embedding_dim: int, chunk_size: int, action_dim: int, config: SteeredFlowHeadConfig | None = None
     ) -> None:

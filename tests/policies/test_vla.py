@@ -222,3 +222,37 @@ def test_state_can_be_left_out_of_the_policy(enabled: bool) -> None:
     assert same is not enabled
     has_state_weights = any(name.startswith("encoder.state.") for name, _ in policy.named_parameters())
     assert has_state_weights is enabled
+
+
+FROZEN_FLOW_OPTIONS = {**HEAD_OPTIONS["flow"], "residual_hidden_dim": 16}
+
+
+@pytest.mark.parametrize(
+    ("head", "detach_value", "cached"),
+    [("flow_residual", True, True), ("flow_residual", False, False), ("flow_steered", True, True), ("flow", True, False)],
+)
+def test_act_stores_the_embedding_only_when_rl_cannot_move_the_encoders_and_evaluate_reuses_it(
+    head, detach_value, cached
+) -> None:
+    options = dict(FROZEN_FLOW_OPTIONS) if head == "flow_residual" else dict(HEAD_OPTIONS["flow"])
+    if head == "flow_steered":
+        options["latent_hidden_dim"] = 16
+    config = tiny_config("flow")
+    config.head = HeadConfig(name=head, options=options)
+    config.value = ValueConfig(hidden_dims=[32], detach_input=detach_value)
+    torch.manual_seed(0)
+    policy = VLAPolicy(config, tiny_spec(), tiny_stats())
+    obs = tiny_obs()
+    _, extras = policy.act(obs, generator=torch.Generator().manual_seed(1))
+    assert policy.rl_moves_encoders is not cached
+    assert ("embedding" in extras) is cached
+    expected = policy.evaluate(obs, {k: v for k, v in extras.items() if k != "embedding"})
+    if cached:
+        torch.testing.assert_close(extras["embedding"], policy.embed(obs), rtol=0, atol=0)
+        calls = []
+        policy.encoder.register_forward_hook(lambda *_: calls.append(1))
+        log_prob, _, value = policy.evaluate(obs, extras)
+        assert calls == []  # the encoders did not run
+        torch.testing.assert_close(log_prob, expected[0], rtol=0, atol=0)
+        torch.testing.assert_close(value, expected[2], rtol=0, atol=0)
+        torch.testing.assert_close(log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)

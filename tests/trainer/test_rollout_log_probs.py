@@ -17,12 +17,18 @@ from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.experiment import env_io_spec, policy_spec_from_config, rl_run
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
+CACHED_EMBEDDING = ["policy.value.detach_input=true"]  # with a frozen-flow head, nothing in RL moves the encoders
 
-@pytest.mark.parametrize("policy", ["gaussian", "flow", "flow_noise", "flow_steered", "flow_residual"])
-def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy):
+
+@pytest.mark.parametrize(
+    ("policy", "extra"),
+    [("gaussian", []), ("flow", []), ("flow_noise", []), ("flow_steered", []), ("flow_residual", []),
+     ("flow_residual", CACHED_EMBEDDING)],
+)  # fmt: skip
+def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy, extra):
     # the tiny denoiser options of TINY do not apply to the gaussian head
     overrides = [o for o in TINY if not (policy == "gaussian" and o.startswith("+policy.head.options."))]
-    cfg = load_config([*overrides, f"policy={policy}", f"run_dir={tmp_path}", "trainer.eval_every=0"])
+    cfg = load_config([*overrides, f"policy={policy}", *extra, f"run_dir={tmp_path}", "trainer.eval_every=0"])
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
     spec = policy_spec_from_config(cfg, io_spec, None)
@@ -37,5 +43,7 @@ def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy):
     with torch.no_grad():
         log_prob, _, values = model.evaluate(observation_of(batch, rollout.instructions), extras_of(batch))
     assert batch.shape[0] > 0 and log_prob.shape == batch["old_log_prob"].shape
+    # the update reuses the rollout's embedding exactly when RL cannot move the encoders
+    assert ("embedding" in batch["extras"].keys()) is (extra == CACHED_EMBEDDING)
     torch.testing.assert_close(log_prob, batch["old_log_prob"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(values.reshape(-1), batch["value"].reshape(-1), atol=1e-5, rtol=1e-5)
