@@ -83,6 +83,31 @@ class HeadConfig:
 
 
 @dataclass
+class RLVisionConfig:
+    """A keypoint encoder that only RL trains (``policies.encoders.keypoints``), for heads that read it.
+
+    Attributes:
+        enabled: build it; the head must read RL features (the ``flow_residual`` head does).
+        channels: the two convolution widths.
+        num_keypoints: K per camera (features 2K per camera: image coordinates in [-1, 1]).
+        downsample: average-pool the images by this factor first (1: full resolution).
+    """
+
+    enabled: bool = False
+    channels: list[int] = field(default_factory=lambda: [16, 32])
+    num_keypoints: int = 16
+    downsample: int = 2
+
+    def __post_init__(self) -> None:
+        if len(self.channels) != 2 or any(int(c) <= 0 for c in self.channels):
+            raise ValueError(f"rl_vision.channels must be two positive widths, got {self.channels}")
+        if self.num_keypoints <= 0:
+            raise ValueError(f"rl_vision.num_keypoints must be >= 1, got {self.num_keypoints}")
+        if self.downsample < 1:
+            raise ValueError(f"rl_vision.downsample must be >= 1 (1: full resolution), got {self.downsample}")
+
+
+@dataclass
 class ValueConfig:
     """The critic: an MLP on the observation embedding.
 
@@ -103,7 +128,11 @@ class NormalizationConfig:
 
 @dataclass
 class PolicyConfig:
-    """The whole policy. ``embedding_dim`` is the size of the fused observation embedding."""
+    """The whole policy. ``embedding_dim`` is the size of the fused observation embedding.
+
+    ``rl_vision`` adds features that only RL trains; the head's RL policy and the critic read them next to
+    the embedding (see :mod:`policies.vla`).
+    """
 
     vision: VisionConfig = field(default_factory=VisionConfig)
     language: LanguageConfig = field(default_factory=LanguageConfig)
@@ -111,6 +140,7 @@ class PolicyConfig:
     head: HeadConfig = field(default_factory=HeadConfig)
     value: ValueConfig = field(default_factory=ValueConfig)
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
+    rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 256
     chunk_size: int = 4
 
@@ -143,6 +173,7 @@ _NESTED: dict[tuple[type, str], type] = {
     (PolicyConfig, "head"): HeadConfig,
     (PolicyConfig, "value"): ValueConfig,
     (PolicyConfig, "normalization"): NormalizationConfig,
+    (PolicyConfig, "rl_vision"): RLVisionConfig,
 }
 
 

@@ -19,6 +19,11 @@ constant, so PPO ratios are unchanged), and clipping is part of the env, as usua
   :attr:`VLAPolicy.rl_moves_encoders`). ``evaluate`` then reuses it instead of encoding the
   observation again: the encoders are fixed during RL, so it is the embedding ``evaluate`` would
   compute, and the update skips the encoders' forward pass (most of its cost for a small head).
+
+``config.rl_vision.enabled`` adds a second, small image encoder that only RL trains
+(:class:`~policies.encoders.keypoints.KeypointEncoder`): its features ``(B, F)`` go to the head's RL
+policy (heads with ``reads_rl_features``) and to the critic, never to ``bc_loss``. It is computed from
+the images in ``act`` and again in ``evaluate`` (it is trained, so it cannot be stored).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import torch
 from torch import nn
 
 from policies.config import PolicyConfig, PolicyIOSpec
+from policies.encoders.keypoints import KeypointEncoder
 from policies.encoders.observation import ObservationEncoder
 from policies.heads.base import ActionHead
 from policies.normalization import Normalizer
@@ -42,12 +48,12 @@ EMBEDDING_KEY = "embedding"
 Observation = Mapping[str, Any]
 
 
-def build_head(config: PolicyConfig, embedding_dim: int, action_dim: int) -> ActionHead:
+def build_head(config: PolicyConfig, embedding_dim: int, action_dim: int, rl_feature_dim: int = 0) -> ActionHead:
     """The action head named by ``config.head`` (from the ``policies.heads`` registry)."""
     from policies.heads import build_head as build_registered_head
 
     return build_registered_head(
-        config.head.name, embedding_dim, config.chunk_size, action_dim, **config.head.options
+        config.head.name, embedding_dim, config.chunk_size, action_dim, rl_feature_dim, **config.head.options
     )
 
 
@@ -80,13 +86,25 @@ class VLAPolicy(nn.Module):
             modes["state"] = config.normalization.state
         self.normalizer = Normalizer(stats, modes, sizes)
         self.encoder = ObservationEncoder(config, spec)
-        self.head = head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim)
+        rl_feature_dim = 2 * config.rl_vision.num_keypoints * len(spec.camera_names) if config.rl_vision.enabled else 0
+        self.head = (
+            head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim, rl_feature_dim)
+        )
+        if rl_feature_dim and getattr(self.head, "rl_feature_dim", 0) != rl_feature_dim:
+            raise ValueError(
+                f"policy.rl_vision makes {rl_feature_dim} features but the given head reads "
+                f"{getattr(self.head, 'rl_feature_dim', 0)}; build it with rl_feature_dim={rl_feature_dim}"
+            )
         if (self.head.chunk_size, self.head.action_dim) != (config.chunk_size, spec.action_dim):
             raise ValueError(
                 f"the action head predicts chunks of {self.head.chunk_size} x {self.head.action_dim} but the "
                 f"policy needs chunk_size={config.chunk_size} x action_dim={spec.action_dim}"
             )
-        self.value_head = ValueHead(self.encoder.output_dim, config.value.hidden_dims, config.value.detach_input)
+        self.value_head = ValueHead(
+            self.encoder.output_dim, config.value.hidden_dims, config.value.detach_input, rl_feature_dim
+        )
+        # Built last: enabling it leaves the initialisation of the encoders and of the head's SFT part unchanged.
+        self.rl_vision = KeypointEncoder(config.rl_vision, spec.camera_names) if rl_feature_dim else None
         self.register_buffer("action_low", torch.tensor(spec.action_low, dtype=torch.float32), persistent=False)
         self.register_buffer("action_high", torch.tensor(spec.action_high, dtype=torch.float32), persistent=False)
 
@@ -152,6 +170,19 @@ class VLAPolicy(nn.Module):
         """Observation batch -> embedding ``(B, D)``."""
         return self.encoder(*self.prepare_observation(obs))
 
+    def encode(
+        self, obs: Observation, embedding: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(embedding (B, D), rl_features (B, F) or None)``; a given ``embedding`` skips the main encoders."""
+        images, state, instructions = self.prepare_observation(obs)
+        if embedding is None:
+            embedding = self.encoder(images, state, instructions)
+        return embedding, None if self.rl_vision is None else self.rl_vision(images)
+
+    @staticmethod
+    def _head_inputs(rl_features: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        return {} if rl_features is None else {"rl_features": rl_features}
+
     # ----------------------------------------------------------------------------- protocol
     @torch.no_grad()
     def act(
@@ -162,14 +193,15 @@ class VLAPolicy(nn.Module):
         Returns ``actions`` ``(B, H, A)`` in env units, clipped to the env's bounds, and
         ``extras`` (see the module docstring).
         """
-        embedding = self.embed(obs)
-        normalized, replay = self.head.sample(embedding, deterministic=deterministic, generator=generator)
-        log_prob, _ = self.head.log_prob(embedding, normalized, replay)
+        embedding, rl_features = self.encode(obs)
+        rl_inputs = self._head_inputs(rl_features)
+        normalized, replay = self.head.sample(embedding, deterministic=deterministic, generator=generator, **rl_inputs)
+        log_prob, _ = self.head.log_prob(embedding, normalized, replay, **rl_inputs)
         actions = self.normalizer.unnormalize("action", normalized)
         actions = torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
         extras = {
             "log_prob": log_prob,
-            "value": self.value_head(embedding),
+            "value": self.value_head(embedding, rl_features),
             "action_normalized": normalized,
             **{REPLAY_PREFIX + name: tensor for name, tensor in replay.items()},
         }
@@ -187,22 +219,22 @@ class VLAPolicy(nn.Module):
         keys = extras.keys()  # TensorDict has no `in`
         if "action_normalized" not in keys:
             raise KeyError("extras lack 'action_normalized'; pass the extras that act() returned")
+        stored = None
         if EMBEDDING_KEY in keys and not self.rl_moves_encoders:
-            embedding = self._tensor(extras[EMBEDDING_KEY], torch.float32)
-        else:
-            embedding = self.embed(obs)
+            stored = self._tensor(extras[EMBEDDING_KEY], torch.float32)
+        embedding, rl_features = self.encode(obs, stored)
         replay = {
             key[len(REPLAY_PREFIX):]: self._tensor(extras[key])
             for key in extras.keys()
             if key.startswith(REPLAY_PREFIX)
         }
         actions = self._tensor(extras["action_normalized"], torch.float32)
-        log_prob, entropy = self.head.log_prob(embedding, actions, replay)
-        return log_prob, entropy, self.value_head(embedding)
+        log_prob, entropy = self.head.log_prob(embedding, actions, replay, **self._head_inputs(rl_features))
+        return log_prob, entropy, self.value_head(embedding, rl_features)
 
     def value(self, obs: Observation) -> torch.Tensor:
         """State value ``(B,)``."""
-        return self.value_head(self.embed(obs))
+        return self.value_head(*self.encode(obs))
 
     def bc_loss(self, batch: Observation) -> torch.Tensor:
         """Behaviour-cloning loss (scalar) on ``batch["action"]`` ``(B, H, A)`` in env units.

@@ -36,13 +36,22 @@ def _head_class(name: str) -> Any:
     return HEADS[name]
 
 
-def build_head(name: str, embedding_dim: int, chunk_size: int, action_dim: int, **options: Any) -> ActionHead:
+def build_head(
+    name: str, embedding_dim: int, chunk_size: int, action_dim: int, rl_feature_dim: int = 0, **options: Any
+) -> ActionHead:
     """Build head ``name`` for embeddings ``(B, embedding_dim)`` and chunks ``(B, chunk_size, action_dim)``.
 
     ``options`` are fields of the head's config dataclass; an unknown name or option is a ValueError
-    that lists the valid ones.
+    that lists the valid ones. ``rl_feature_dim`` > 0: the head also reads ``(B, rl_feature_dim)``
+    RL-only features (``policy.rl_vision``); only heads with ``reads_rl_features`` can.
     """
     head_class = _head_class(name)
+    if rl_feature_dim and not head_class.reads_rl_features:
+        readers = sorted(key for key, cls in HEADS.items() if cls.reads_rl_features)
+        raise ValueError(
+            f"action head {name!r} does not read RL-only features, so policy.rl_vision cannot be enabled "
+            f"with it; heads that read them: {readers}"
+        )
     valid = head_option_names(name)
     unknown = sorted(set(options) - set(valid))
     if unknown:
@@ -54,7 +63,10 @@ def build_head(name: str, embedding_dim: int, chunk_size: int, action_dim: int, 
     ):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(f"action head {name!r}: {label}={value!r} must be a positive integer")
-    return head_class(embedding_dim, chunk_size, action_dim, head_class.config_class(**options))
+    config = head_class.config_class(**options)
+    if rl_feature_dim:
+        return head_class(embedding_dim, chunk_size, action_dim, config, rl_feature_dim=rl_feature_dim)
+    return head_class(embedding_dim, chunk_size, action_dim, config)
 
 
 __all__ = [

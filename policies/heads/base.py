@@ -19,6 +19,10 @@ A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` i
 - ``log_prob_reaches_embedding``: whether ``log_prob``'s gradient flows into the embedding
   (True by default); heads that read a detached embedding say False, and the policy then
   reuses the embedding computed at sampling time instead of re-encoding the observation.
+- ``reads_rl_features``: heads that say True take ``rl_feature_dim`` in their constructor and an
+  ``rl_features`` ``(B, F)`` keyword in ``sample`` and ``log_prob``: features of an encoder that only RL
+  trains (``policy.rl_vision``), which their RL policy reads next to the embedding and ``bc_loss``
+  never sees.
 
 :func:`reduce_log_prob` turns per-dimension log-probs into the granularity an
 algorithm asks for.
@@ -39,6 +43,7 @@ class ActionHead(nn.Module):
 
     chunk_size: int
     action_dim: int
+    reads_rl_features: bool = False
 
     def sample(
         self,

@@ -144,3 +144,37 @@ def test_residual_head_rl_gradient_reaches_only_the_residual_policy_and_bad_inpu
         make_residual_head(base_noise="gauss")
     with pytest.raises(ValueError, match="residual_init_std"):
         make_residual_head(residual_init_std=5.0)
+
+
+def test_residual_head_with_rl_features_keeps_its_flow_and_corrects_by_them() -> None:
+    feature_dim = 4
+    torch.manual_seed(0)
+    options = {**OPTIONS, "residual_hidden_dim": 16}
+    options.pop("latent_hidden_dim")
+    head = build_head("flow_residual", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, rl_feature_dim=feature_dim, **options)
+    with torch.no_grad():
+        head.residual.mean_network[-1].weight.normal_()
+    embedding = torch.randn(5, EMBEDDING_DIM)
+    features = torch.randn(5, feature_dim, requires_grad=True)
+    other = torch.randn(5, feature_dim)
+    with torch.no_grad():
+        base = euler_ode(head, embedding, torch.zeros(5, CHUNK_SIZE, ACTION_DIM))
+        first, replay = head.sample(embedding, deterministic=True, rl_features=features)
+        second, other_replay = head.sample(embedding, deterministic=True, rl_features=other)
+    # the flow never reads the features; the correction does
+    assert torch.allclose(replay["base_action"], base, atol=1e-6)
+    assert torch.allclose(other_replay["base_action"], base, atol=1e-6)
+    assert (first - second).abs().max() > 1e-3
+    with torch.no_grad():
+        actions, replay = head.sample(embedding, rl_features=features, generator=torch.Generator().manual_seed(2))
+    log_prob, _ = head.log_prob(embedding, actions, replay, rl_features=features)
+    mean, std = head.residual_distribution(embedding, base, features)
+    assert torch.allclose(log_prob, torch.distributions.Normal(mean, std).log_prob(replay["residual"]), atol=1e-5)
+    log_prob.sum().backward()
+    assert features.grad is not None and features.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="rl_features"):
+        head.sample(embedding)
+    with pytest.raises(ValueError, match="rl_feature_dim=0"):
+        make_residual_head().sample(embedding, rl_features=other)
+    with pytest.raises(ValueError, match="'flow' does not read RL-only features.*flow_residual"):
+        build_head("flow", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, rl_feature_dim=feature_dim)

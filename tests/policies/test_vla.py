@@ -11,6 +11,7 @@ from policies.config import (
     HeadConfig,
     LanguageConfig,
     PolicyConfig,
+    RLVisionConfig,
     StateConfig,
     ValueConfig,
     VisionConfig,
@@ -256,3 +257,67 @@ def test_act_stores_the_embedding_only_when_rl_cannot_move_the_encoders_and_eval
         torch.testing.assert_close(log_prob, expected[0], rtol=0, atol=0)
         torch.testing.assert_close(value, expected[2], rtol=0, atol=0)
         torch.testing.assert_close(log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)
+
+
+def test_rl_vision_trains_in_rl_only_and_the_update_reuses_the_embedding_around_it() -> None:
+    config = tiny_config("flow")
+    config.head = HeadConfig(name="flow_residual", options=dict(FROZEN_FLOW_OPTIONS))
+    config.value = ValueConfig(hidden_dims=[32], detach_input=True)
+    config.rl_vision = RLVisionConfig(enabled=True, channels=[4, 8], num_keypoints=3, downsample=2)
+    torch.manual_seed(0)
+    policy = VLAPolicy(config, tiny_spec(), tiny_stats())
+    with torch.no_grad():  # the zero-initialised last layer would hide the gradient of the layers below
+        policy.head.residual.mean_network[-1].weight.normal_()
+    obs = tiny_obs()
+    _, extras = policy.act(obs, generator=torch.Generator().manual_seed(1))
+    assert "embedding" in extras and not policy.rl_moves_encoders
+    _, features = policy.encode(obs)
+    assert features.shape == (4, 2 * 2 * 3) and features.abs().max() <= 1  # 2 cameras x 3 keypoints x (x, y)
+    calls = []
+    policy.encoder.register_forward_hook(lambda *_: calls.append(1))
+    log_prob, _, value = policy.evaluate(obs, extras)
+    assert calls == []
+    torch.testing.assert_close(log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(value, extras["value"], rtol=1e-5, atol=1e-5)
+    (log_prob.sum() + value.sum()).backward()
+    moved = {name.split(".")[0] for name, p in policy.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert moved == {"head", "value_head", "rl_vision"}
+    assert all(p.grad is None for p in policy.head.denoiser.parameters())
+    policy.zero_grad(set_to_none=True)
+    batch = tiny_obs()
+    batch["action"] = torch.zeros(4, 3, 2)
+    policy.bc_loss(batch).backward()  # SFT never reads the RL-only encoder
+    assert all(p.grad is None for p in policy.rl_vision.parameters())
+    # a different wrist image changes only the wrist keypoints (x, y of 3 keypoints per camera)
+    changed = tiny_obs()
+    changed["images"]["wrist"] = torch.flip(changed["images"]["wrist"], dims=[2])
+    with torch.no_grad():
+        _, before = policy.encode(obs)
+        _, after = policy.encode(changed)
+    assert torch.equal(before[:, :6], after[:, :6]) and not torch.equal(before[:, 6:], after[:, 6:])
+
+
+def test_rl_vision_needs_a_head_that_reads_it() -> None:
+    config = tiny_config("flow")
+    config.rl_vision = RLVisionConfig(enabled=True)
+    with pytest.raises(ValueError, match="'flow' does not read RL-only features"):
+        VLAPolicy(config, tiny_spec(), tiny_stats())
+    with pytest.raises(ValueError, match="rl_vision.downsample"):
+        PolicyConfig.from_dict({"rl_vision": {"downsample": 0}})
+
+
+def test_rl_vision_is_saved_and_loaded_with_the_policy(tmp_path) -> None:
+    config = tiny_config("flow")
+    config.head = HeadConfig(name="flow_residual", options=dict(FROZEN_FLOW_OPTIONS))
+    config.rl_vision = RLVisionConfig(enabled=True, channels=[4, 8], num_keypoints=3)
+    torch.manual_seed(0)
+    policy = VLAPolicy(config, tiny_spec(), tiny_stats())
+    with torch.no_grad():
+        policy.head.residual.mean_network[-1].weight.normal_()
+        for parameter in policy.rl_vision.parameters():
+            parameter.add_(0.1)
+    loaded = VLAPolicy.from_pretrained(policy.save_pretrained(tmp_path / "policy"))
+    assert loaded.config.rl_vision == config.rl_vision
+    obs = tiny_obs()
+    torch.testing.assert_close(loaded.act(obs, deterministic=True)[0], policy.act(obs, deterministic=True)[0])
+    torch.testing.assert_close(loaded.encode(obs)[1], policy.encode(obs)[1], rtol=0, atol=0)
