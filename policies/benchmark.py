@@ -4,7 +4,10 @@ For each head: inference action chunks per second (``act``, sampling mode) and t
 per second (one PPO-style update: ``evaluate`` + clipped-ratio and value loss + backward + Adam;
 and one behaviour-cloning update), at the given batch size, on observations shaped like the
 built-in tabletop suite (two 64x64 cameras "front" and "wrist", 9 state dims, 4 action dims).
-Also the vision backbone alone: parameters and forward / forward+backward milliseconds.
+Also the vision backbone alone: parameters and forward / forward+backward milliseconds; and, side by
+side, the PPO update of the default experiment's residual head in three settings: the critic training the
+encoders (the update re-encodes the images), fixed encoders (the update reuses the stored embedding),
+and fixed encoders plus the RL-only keypoint CNN (``policy.rl_vision``, recomputed in every update).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from policies.config import HeadConfig, PolicyConfig, PolicyIOSpec
+from policies.config import HeadConfig, PolicyConfig, PolicyIOSpec, RLVisionConfig, ValueConfig
 from policies.normalization import compute_stats
 from policies.vla import VLAPolicy
 
@@ -131,6 +134,21 @@ def benchmark_vision(batch_size: int, repeats: int, config: PolicyConfig | None 
     }
 
 
+def benchmark_frozen_flow_updates(batch_size: int, repeats: int) -> dict[str, Any]:
+    """PPO training samples/s of the residual flow head: re-encoding, stored embedding, + RL-only keypoints."""
+    settings = {
+        "reencode_images": (False, False),
+        "stored_embedding": (True, False),
+        "stored_embedding_and_rl_vision": (True, True),
+    }
+    rates = {}
+    for name, (detach_value, rl_vision) in settings.items():
+        config = PolicyConfig(value=ValueConfig(detach_input=detach_value), rl_vision=RLVisionConfig(enabled=rl_vision))
+        rates[name] = benchmark_head("flow_residual", batch_size, repeats, config)["ppo_train_samples_per_s"]
+    return {"ppo_train_samples_per_s": rates,
+            "ratio_to_reencoding": {name: round(rate / rates["reencode_images"], 2) for name, rate in rates.items()}}
+
+
 def run_policy_benchmark(
     batch_size: int = 32, heads: Sequence[str] = ("gaussian", "diffusion", "flow"), repeats: int = 5
 ) -> dict[str, Any]:
@@ -140,6 +158,7 @@ def run_policy_benchmark(
         "torch_threads": torch.get_num_threads(),
         "vision": benchmark_vision(batch_size, repeats),
         "heads": {head: benchmark_head(head, batch_size, repeats) for head in heads},
+        "flow_residual_update": benchmark_frozen_flow_updates(batch_size, repeats),
     }
 
 

@@ -4,8 +4,8 @@ Few-shot SFT leaves the main encoders blind to where the objects are: with 10 de
 linear probe reads the target block's position from the SFT embedding no better than its mean position
 (README, Results). RL heads that keep the SFT flow frozen (the residual head) cannot fix this by training
 the shared encoders, because the flow reads them too. This encoder is a separate branch for them: a
-two-layer CNN per camera, on images average-pooled by ``downsample``, ending in a spatial softmax
-(:class:`~policies.encoders.spatial_pooling.SpatialSoftmax`, Levine et al. 2016), so that its features
+two-layer CNN per camera, on images average-pooled by ``downsample``, ending in a spatial softmax over
+standardised maps (:class:`~policies.encoders.spatial_pooling.SpatialSoftmax`, Levine et al. 2016), so that its features
 are image coordinates, the quantity a correction of the arm's motion needs. Nothing else reads it: SFT
 never computes it, and training it in RL cannot move the frozen flow.
 
@@ -31,13 +31,18 @@ class CameraKeypoints(nn.Module):
         super().__init__()
         first, second = config.channels
         self.downsample = nn.AvgPool2d(config.downsample) if config.downsample > 1 else nn.Identity()
+        # GroupNorm, not BatchNorm: a sample's log-prob must not depend on the rest of its batch.
         self.features = nn.Sequential(
             nn.Conv2d(3, first, kernel_size=3, stride=2, padding=1),
+            nn.GroupNorm(1, first),
             nn.GELU(),
             nn.Conv2d(first, second, kernel_size=3, padding=1),
+            nn.GroupNorm(1, second),
             nn.GELU(),
         )
-        self.keypoints = SpatialSoftmax(second, config.num_keypoints)
+        # On standardised maps a temperature of 0.1 puts a quarter to a half of each keypoint's attention on
+        # its strongest cell at initialisation (1.0 would spread it over the whole map).
+        self.keypoints = SpatialSoftmax(second, config.num_keypoints, standardize=True, init_temperature=0.1)
         self.output_dim = self.keypoints.output_dim
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -25,16 +27,27 @@ class SpatialSoftmax(nn.Module):
     Args:
         in_channels: C, channels of the feature map.
         num_keypoints: K; 0 uses the C channels themselves as keypoint maps (no projection).
+        standardize: standardise each keypoint map over its positions before the softmax, so that the
+            learned temperature alone sets how sharp the attention is. A freshly initialised network's
+            maps vary by a few hundredths across positions: without this its keypoints all sit at the
+            image centre and barely move with the image.
+        init_temperature: the softmax temperature before training.
     """
 
-    def __init__(self, in_channels: int, num_keypoints: int) -> None:
+    def __init__(
+        self, in_channels: int, num_keypoints: int, standardize: bool = False, init_temperature: float = 1.0
+    ) -> None:
         super().__init__()
         if num_keypoints < 0:
             raise ValueError(f"vision.num_keypoints must be >= 0 (0: one keypoint per channel), got {num_keypoints}")
         self.projection = nn.Conv2d(in_channels, num_keypoints, kernel_size=1) if num_keypoints else nn.Identity()
         self.num_keypoints = num_keypoints or in_channels
-        # softmax(logits / temperature); log-parametrised so that it stays positive
-        self.log_temperature = nn.Parameter(torch.zeros(()))
+        self.standardize = standardize
+        # softmax(logits / temperature); log-parametrised so that it stays positive. Shape (1,), not a
+        # scalar: FSDP2's fully_shard refuses scalar parameters.
+        if init_temperature <= 0:
+            raise ValueError(f"spatial softmax: init_temperature={init_temperature} must be > 0")
+        self.log_temperature = nn.Parameter(torch.full((1,), math.log(init_temperature)))
         self.output_dim = 2 * self.num_keypoints
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -45,7 +58,10 @@ class SpatialSoftmax(nn.Module):
             )
         maps = self.projection(features)
         batch, keypoints, height, width = maps.shape
-        attention = torch.softmax(maps.flatten(2) / self.log_temperature.exp(), dim=-1)  # (N, K, h*w)
+        logits = maps.flatten(2)  # (N, K, h*w)
+        if self.standardize:
+            logits = (logits - logits.mean(-1, keepdim=True)) / (logits.std(-1, keepdim=True) + 1e-5)
+        attention = torch.softmax(logits / self.log_temperature.exp(), dim=-1)
         ys = (2 * torch.arange(height, device=maps.device, dtype=maps.dtype) + 1) / height - 1
         xs = (2 * torch.arange(width, device=maps.device, dtype=maps.dtype) + 1) / width - 1
         grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")

@@ -234,3 +234,25 @@ def test_spatial_softmax_on_a_vit_says_what_to_do() -> None:
         backbone(_images())
     with pytest.raises(ValueError, match="vision.num_keypoints must be >= 0"):
         CameraBackbone(VisionConfig(global_pool="spatial_softmax", num_keypoints=-1), None)
+
+
+def test_standardised_spatial_softmax_ignores_the_maps_scale_and_matches_the_closed_form() -> None:
+    # A spot of height v on a 4 x 6 map (24 cells) standardises to z_spot = (v - v/24) / s at the spot and
+    # z_0 = -(v/24) / s elsewhere, with s the (unbiased) std of the map: the closed form above with the
+    # logit gap (z_spot - z_0) / T = v / (s T) in place of v.
+    from policies.encoders.spatial_pooling import SpatialSoftmax
+
+    temperature, height, width = 0.5, 4, 6
+    pooling = SpatialSoftmax(in_channels=1, num_keypoints=0, standardize=True, init_temperature=temperature)
+    features = torch.zeros(1, 1, height, width)
+    features[0, 0, 1, 4] = 1.0
+    gap = 1.0 / (features.flatten().std() * temperature)
+    weight = (gap.exp() - 1) / (gap.exp() + height * width - 1)
+    x_spot, y_spot = (2 * 4 + 1) / width - 1, (2 * 1 + 1) / height - 1
+    expected = torch.stack([x_spot * weight, y_spot * weight]).view(1, 2)
+    torch.testing.assert_close(pooling(features), expected, atol=1e-4, rtol=0)  # the 1e-5 guard in the std
+    # the tiny maps of a fresh network give the same keypoints as large ones
+    torch.testing.assert_close(pooling(0.01 * features + 3.0), pooling(features), atol=1e-3, rtol=0)
+    torch.testing.assert_close(pooling.log_temperature.exp(), torch.tensor([temperature]))
+    with pytest.raises(ValueError, match="init_temperature"):
+        SpatialSoftmax(in_channels=1, num_keypoints=0, init_temperature=0.0)

@@ -191,6 +191,11 @@ def test_policy_benchmark_reports_rates_per_head() -> None:
     for key in ("inference_chunks_per_s", "ppo_train_samples_per_s", "bc_train_samples_per_s"):
         assert np.isfinite(rates[key]) and rates[key] > 0
     assert result["vision"]["parameters"] < rates["parameters"]
+    frozen_flow = result["flow_residual_update"]
+    assert set(frozen_flow["ppo_train_samples_per_s"]) == {
+        "reencode_images", "stored_embedding", "stored_embedding_and_rl_vision"}  # fmt: skip
+    assert frozen_flow["ratio_to_reencoding"]["reencode_images"] == 1.0
+    assert all(np.isfinite(rate) and rate > 0 for rate in frozen_flow["ppo_train_samples_per_s"].values())
 
 
 def test_vit_backbone_with_per_camera_encoders() -> None:

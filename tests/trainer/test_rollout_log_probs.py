@@ -18,12 +18,15 @@ from vla_rl.experiment import env_io_spec, policy_spec_from_config, rl_run
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 CACHED_EMBEDDING = ["policy.value.detach_input=true"]  # with a frozen-flow head, nothing in RL moves the encoders
+# ... and a keypoint CNN that only RL trains, recomputed by the update (the critic reads it)
+RL_VISION = [*CACHED_EMBEDDING, "policy.rl_vision.enabled=true", "policy.rl_vision.channels=[4,8]",
+             "policy.rl_vision.num_keypoints=2"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("policy", "extra"),
     [("gaussian", []), ("flow", []), ("flow_noise", []), ("flow_steered", []), ("flow_residual", []),
-     ("flow_residual", CACHED_EMBEDDING)],
+     ("flow_residual", CACHED_EMBEDDING), ("flow_residual", RL_VISION)],
 )  # fmt: skip
 def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy, extra):
     # the tiny denoiser options of TINY do not apply to the gaussian head
@@ -44,6 +47,7 @@ def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy, e
         log_prob, _, values = model.evaluate(observation_of(batch, rollout.instructions), extras_of(batch))
     assert batch.shape[0] > 0 and log_prob.shape == batch["old_log_prob"].shape
     # the update reuses the rollout's embedding exactly when RL cannot move the encoders
-    assert ("embedding" in batch["extras"].keys()) is (extra == CACHED_EMBEDDING)
+    assert ("embedding" in batch["extras"].keys()) is (extra in (CACHED_EMBEDDING, RL_VISION))
+    assert (model.rl_vision is not None) is (extra == RL_VISION)
     torch.testing.assert_close(log_prob, batch["old_log_prob"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(values.reshape(-1), batch["value"].reshape(-1), atol=1e-5, rtol=1e-5)
