@@ -66,3 +66,19 @@ def test_resumed_run_equals_uninterrupted_run(ray_session, tmp_path):
     assert [r["step"] for r in split] == [1, 2]
     assert split[1] == full[1]
     assert split[1]["train/loss/policy"] != split[0]["train/loss/policy"]
+
+
+def test_rl_trains_the_rl_only_keypoints_and_never_the_encoders_at_two_ranks(ray_session, tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = [*TINY, "policy=flow_residual", "policy.value.detach_input=true", "policy.rl_vision.enabled=true",
+                 "policy.rl_vision.channels=[4,8]", "policy.rl_vision.num_keypoints=2", "trainer.actor_world_size=2",
+                 f"run_dir={run_dir}", "trainer.iterations=1", "experiment.stages=[rl]"]  # fmt: skip
+    cfg = load_config(overrides)
+    with rl_run(cfg, run_dir / "rl") as trainer:
+        initial = {k: v.clone() for k, v in trainer.actors.full_weights().items()}
+        trainer.fit()
+        trained = trainer.actors.full_weights()
+    moved = {key.split(".")[0] for key in initial if not torch.equal(initial[key], trained[key])}
+    # the critic reads the keypoints, so its first update moves them; the encoders and the flow stay as they were
+    assert {"value_head", "rl_vision"} <= moved and "encoder" not in moved
+    assert all(torch.equal(initial[key], trained[key]) for key in initial if key.startswith("head.denoiser."))
