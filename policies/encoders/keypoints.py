@@ -9,8 +9,9 @@ standardised maps (:class:`~policies.encoders.spatial_pooling.SpatialSoftmax`, L
 are image coordinates, the quantity a correction of the arm's motion needs. Nothing else reads it: SFT
 never computes it, and training it in RL cannot move the frozen flow.
 
-Cost on the project's 2-core CPU (one thread, 64x64 images, downsample 2, channels 16-32, 16 keypoints):
-40 forward+backward passes over 64 images take about 0.8 s, against about 1.7 s for the main encoder.
+Cost on the project's 2-core CPU (``vla-rl bench policy``, ``flow_residual_update``; batch 32, two 64x64
+cameras): a PPO update of the residual head trains 837 samples/s with these keypoints, 5,424 without
+them (the stored embedding only), and 251 when it re-encodes the images with the main encoders.
 """
 
 from __future__ import annotations
