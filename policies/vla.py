@@ -86,7 +86,7 @@ class VLAPolicy(nn.Module):
             modes["state"] = config.normalization.state
         self.normalizer = Normalizer(stats, modes, sizes)
         self.encoder = ObservationEncoder(config, spec)
-        rl_feature_dim = 2 * config.rl_vision.num_keypoints * len(spec.camera_names) if config.rl_vision.enabled else 0
+        rl_feature_dim = KeypointEncoder.feature_dim(config.rl_vision, spec.camera_names) if config.rl_vision.enabled else 0
         self.head = (
             head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim, rl_feature_dim)
         )
@@ -174,6 +174,8 @@ class VLAPolicy(nn.Module):
         self, obs: Observation, embedding: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(embedding (B, D), rl_features (B, F) or None)``; a given ``embedding`` skips the main encoders."""
+        if embedding is not None and self.rl_vision is None:
+            return embedding, None  # nothing to compute from the observation
         images, state, instructions = self.prepare_observation(obs)
         if embedding is None:
             embedding = self.encoder(images, state, instructions)

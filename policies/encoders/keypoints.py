@@ -65,7 +65,12 @@ class KeypointEncoder(nn.Module):
             if "." in name or not name:
                 raise ValueError(f"camera name {name!r} cannot name a module; rename the camera in the env spec")
         self.cameras = nn.ModuleDict({name: CameraKeypoints(config) for name in self.camera_names})
-        self.output_dim = sum(camera.output_dim for camera in self.cameras.values())
+        self.output_dim = self.feature_dim(config, self.camera_names)
+
+    @staticmethod
+    def feature_dim(config: RLVisionConfig, camera_names: Sequence[str]) -> int:
+        """The width of the output, known before the encoder is built: (x, y) of each keypoint of each camera."""
+        return 2 * config.num_keypoints * len(camera_names)
 
     def forward(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
         return torch.cat([self.cameras[name](images[name]) for name in self.camera_names], dim=-1)
