@@ -7,7 +7,8 @@ built-in tabletop suite (two 64x64 cameras "front" and "wrist", 9 state dims, 4 
 Also the vision backbone alone: parameters and forward / forward+backward milliseconds; and, side by
 side, the PPO update of the default experiment's residual head in three settings: the critic training the
 encoders (the update re-encodes the images), fixed encoders (the update reuses the stored embedding),
-and fixed encoders plus the RL-only keypoint CNN (``policy.rl_vision``, recomputed in every update).
+fixed encoders plus the RL-only keypoint CNN (``policy.rl_vision``, recomputed in every update), and
+fixed encoders plus the RL-only pooled pixels (``policy.rl_vision.kind=pixels``).
 """
 
 from __future__ import annotations
@@ -135,15 +136,16 @@ def benchmark_vision(batch_size: int, repeats: int, config: PolicyConfig | None 
 
 
 def benchmark_frozen_flow_updates(batch_size: int, repeats: int) -> dict[str, Any]:
-    """PPO training samples/s of the residual flow head: re-encoding, stored embedding, + RL-only keypoints."""
+    """PPO training samples/s of the residual flow head: re-encoding, stored embedding, + RL-only keypoints or pixels."""
     settings = {
-        "reencode_images": (False, False),
-        "stored_embedding": (True, False),
-        "stored_embedding_and_rl_vision": (True, True),
+        "reencode_images": (False, RLVisionConfig()),
+        "stored_embedding": (True, RLVisionConfig()),
+        "stored_embedding_and_rl_vision": (True, RLVisionConfig(enabled=True)),
+        "stored_embedding_and_rl_pixels": (True, RLVisionConfig(enabled=True, kind="pixels", downsample=4)),
     }
     rates = {}
     for name, (detach_value, rl_vision) in settings.items():
-        config = PolicyConfig(value=ValueConfig(detach_input=detach_value), rl_vision=RLVisionConfig(enabled=rl_vision))
+        config = PolicyConfig(value=ValueConfig(detach_input=detach_value), rl_vision=rl_vision)
         rates[name] = benchmark_head("flow_residual", batch_size, repeats, config)["ppo_train_samples_per_s"]
     return {"ppo_train_samples_per_s": rates,
             "ratio_to_reencoding": {name: round(rate / rates["reencode_images"], 2) for name, rate in rates.items()}}

@@ -84,19 +84,25 @@ class HeadConfig:
 
 @dataclass
 class RLVisionConfig:
-    """A keypoint encoder that only RL trains (``policies.encoders.keypoints``), for heads that read it.
+    """An image encoder that only RL trains (``policies.encoders.rl_vision``), for heads that read it.
 
     Attributes:
         enabled: build it; the head must read RL features (the ``flow_residual`` head does).
-        channels: the two convolution widths.
-        num_keypoints: K per camera (features 2K per camera: image coordinates in [-1, 1]).
+        kind: "keypoints" (a two-layer CNN and a spatial softmax per camera,
+            ``policies.encoders.keypoints``) or "pixels" (pooled pixels through one linear layer,
+            ``policies.encoders.pixels``).
+        channels: keypoints: the two convolution widths.
+        num_keypoints: keypoints: K per camera (features 2K per camera: image coordinates in [-1, 1]).
         downsample: average-pool the images by this factor first (1: full resolution).
+        feature_dim: pixels: the width of the features.
     """
 
     enabled: bool = False
+    kind: str = "keypoints"
     channels: list[int] = field(default_factory=lambda: [16, 32])
     num_keypoints: int = 16
     downsample: int = 2
+    feature_dim: int = 64
 
     def __post_init__(self) -> None:
         if len(self.channels) != 2 or any(int(c) <= 0 for c in self.channels):
@@ -105,6 +111,8 @@ class RLVisionConfig:
             raise ValueError(f"rl_vision.num_keypoints must be >= 1, got {self.num_keypoints}")
         if self.downsample < 1:
             raise ValueError(f"rl_vision.downsample must be >= 1 (1: full resolution), got {self.downsample}")
+        if self.feature_dim <= 0:
+            raise ValueError(f"rl_vision.feature_dim must be >= 1, got {self.feature_dim}")
 
 
 @dataclass

@@ -21,9 +21,10 @@ constant, so PPO ratios are unchanged), and clipping is part of the env, as usua
   compute, and the update skips the encoders' forward pass (most of its cost for a small head).
 
 ``config.rl_vision.enabled`` adds a second, small image encoder that only RL trains
-(:class:`~policies.encoders.keypoints.KeypointEncoder`): its features ``(B, F)`` go to the head's RL
-policy (heads with ``reads_rl_features``) and to the critic, never to ``bc_loss``. It is computed from
-the images in ``act`` and again in ``evaluate`` (it is trained, so it cannot be stored).
+(``config.rl_vision.kind``: keypoints or pooled pixels, :mod:`policies.encoders.rl_vision`): its features
+``(B, F)`` go to the head's RL policy (heads with ``reads_rl_features``) and to the critic, never to
+``bc_loss``. It is computed from the images in ``act`` and again in ``evaluate`` (it is trained, so it
+cannot be stored).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import torch
 from torch import nn
 
 from policies.config import PolicyConfig, PolicyIOSpec
-from policies.encoders.keypoints import KeypointEncoder
 from policies.encoders.observation import ObservationEncoder
+from policies.encoders.rl_vision import build_rl_vision, rl_vision_feature_dim
 from policies.heads.base import ActionHead
 from policies.normalization import Normalizer
 from policies.value import ValueHead
@@ -86,7 +87,7 @@ class VLAPolicy(nn.Module):
             modes["state"] = config.normalization.state
         self.normalizer = Normalizer(stats, modes, sizes)
         self.encoder = ObservationEncoder(config, spec)
-        rl_feature_dim = KeypointEncoder.feature_dim(config.rl_vision, spec.camera_names) if config.rl_vision.enabled else 0
+        rl_feature_dim = rl_vision_feature_dim(config.rl_vision, spec.camera_names) if config.rl_vision.enabled else 0
         self.head = (
             head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim, rl_feature_dim)
         )
@@ -104,7 +105,7 @@ class VLAPolicy(nn.Module):
             self.encoder.output_dim, config.value.hidden_dims, config.value.detach_input, rl_feature_dim
         )
         # Built last: enabling it leaves the initialisation of the encoders and of the head's SFT part unchanged.
-        self.rl_vision = KeypointEncoder(config.rl_vision, spec.camera_names) if rl_feature_dim else None
+        self.rl_vision = build_rl_vision(config.rl_vision, spec.camera_names, spec.image_size) if rl_feature_dim else None
         self.register_buffer("action_low", torch.tensor(spec.action_low, dtype=torch.float32), persistent=False)
         self.register_buffer("action_high", torch.tensor(spec.action_high, dtype=torch.float32), persistent=False)
 

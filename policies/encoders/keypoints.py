@@ -58,8 +58,10 @@ class KeypointEncoder(nn.Module):
     relative to the gripper), and the cost is the same as one shared network.
     """
 
-    def __init__(self, config: RLVisionConfig, camera_names: Sequence[str]) -> None:
-        super().__init__()
+    def __init__(
+        self, config: RLVisionConfig, camera_names: Sequence[str], image_size: Sequence[int] | None = None
+    ) -> None:
+        super().__init__()  # image_size: unused (the spatial softmax works at any size); the registry passes it
         self.camera_names = tuple(camera_names)
         for name in self.camera_names:
             if "." in name or not name:

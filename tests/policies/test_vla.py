@@ -193,7 +193,8 @@ def test_policy_benchmark_reports_rates_per_head() -> None:
     assert result["vision"]["parameters"] < rates["parameters"]
     frozen_flow = result["flow_residual_update"]
     assert set(frozen_flow["ppo_train_samples_per_s"]) == {
-        "reencode_images", "stored_embedding", "stored_embedding_and_rl_vision"}  # fmt: skip
+        "reencode_images", "stored_embedding", "stored_embedding_and_rl_vision", "stored_embedding_and_rl_pixels",
+    }  # fmt: skip
     assert frozen_flow["ratio_to_reencoding"]["reencode_images"] == 1.0
     assert all(np.isfinite(rate) and rate > 0 for rate in frozen_flow["ppo_train_samples_per_s"].values())
 
@@ -264,20 +265,32 @@ def test_act_stores_the_embedding_only_when_rl_cannot_move_the_encoders_and_eval
         torch.testing.assert_close(log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)
 
 
-def test_rl_vision_trains_in_rl_only_and_the_update_reuses_the_embedding_around_it() -> None:
+RL_VISION_KINDS = {
+    "keypoints": RLVisionConfig(enabled=True, channels=[4, 8], num_keypoints=3, downsample=2),
+    "pixels": RLVisionConfig(enabled=True, kind="pixels", downsample=4, feature_dim=6),
+}
+
+
+def residual_policy_with_rl_vision(rl_vision: RLVisionConfig) -> VLAPolicy:
     config = tiny_config("flow")
     config.head = HeadConfig(name="flow_residual", options=dict(FROZEN_FLOW_OPTIONS))
     config.value = ValueConfig(hidden_dims=[32], detach_input=True)
-    config.rl_vision = RLVisionConfig(enabled=True, channels=[4, 8], num_keypoints=3, downsample=2)
+    config.rl_vision = rl_vision
     torch.manual_seed(0)
     policy = VLAPolicy(config, tiny_spec(), tiny_stats())
     with torch.no_grad():  # the zero-initialised last layer would hide the gradient of the layers below
         policy.head.residual.mean_network[-1].weight.normal_()
+    return policy
+
+
+@pytest.mark.parametrize("kind", sorted(RL_VISION_KINDS))
+def test_rl_vision_trains_in_rl_only_and_the_update_reuses_the_embedding_around_it(kind: str) -> None:
+    policy = residual_policy_with_rl_vision(RL_VISION_KINDS[kind])
     obs = tiny_obs()
     _, extras = policy.act(obs, generator=torch.Generator().manual_seed(1))
     assert "embedding" in extras and not policy.rl_moves_encoders
     _, features = policy.encode(obs)
-    assert features.shape == (4, 2 * 2 * 3) and features.abs().max() <= 1  # 2 cameras x 3 keypoints x (x, y)
+    assert features.shape == (4, 2 * 2 * 3 if kind == "keypoints" else 6)  # keypoints: 2 cameras x 3 x (x, y)
     calls = []
     policy.encoder.register_forward_hook(lambda *_: calls.append(1))
     log_prob, _, value = policy.evaluate(obs, extras)
@@ -293,12 +306,18 @@ def test_rl_vision_trains_in_rl_only_and_the_update_reuses_the_embedding_around_
     batch["action"] = torch.zeros(4, 3, 2)
     policy.bc_loss(batch).backward()  # SFT never reads the RL-only encoder
     assert all(p.grad is None for p in policy.rl_vision.parameters())
+
+
+def test_keypoints_are_image_coordinates_of_their_own_camera() -> None:
+    policy = residual_policy_with_rl_vision(RL_VISION_KINDS["keypoints"])
+    obs = tiny_obs()
     # a different wrist image changes only the wrist keypoints (x, y of 3 keypoints per camera)
     changed = tiny_obs()
     changed["images"]["wrist"] = torch.flip(changed["images"]["wrist"], dims=[2])
     with torch.no_grad():
         _, before = policy.encode(obs)
         _, after = policy.encode(changed)
+    assert before.abs().max() <= 1
     assert torch.equal(before[:, :6], after[:, :6]) and not torch.equal(before[:, 6:], after[:, 6:])
 
 
@@ -311,18 +330,14 @@ def test_rl_vision_needs_a_head_that_reads_it() -> None:
         PolicyConfig.from_dict({"rl_vision": {"downsample": 0}})
 
 
-def test_rl_vision_is_saved_and_loaded_with_the_policy(tmp_path) -> None:
-    config = tiny_config("flow")
-    config.head = HeadConfig(name="flow_residual", options=dict(FROZEN_FLOW_OPTIONS))
-    config.rl_vision = RLVisionConfig(enabled=True, channels=[4, 8], num_keypoints=3)
-    torch.manual_seed(0)
-    policy = VLAPolicy(config, tiny_spec(), tiny_stats())
+@pytest.mark.parametrize("kind", sorted(RL_VISION_KINDS))
+def test_rl_vision_is_saved_and_loaded_with_the_policy(tmp_path, kind: str) -> None:
+    policy = residual_policy_with_rl_vision(RL_VISION_KINDS[kind])
     with torch.no_grad():
-        policy.head.residual.mean_network[-1].weight.normal_()
         for parameter in policy.rl_vision.parameters():
             parameter.add_(0.1)
     loaded = VLAPolicy.from_pretrained(policy.save_pretrained(tmp_path / "policy"))
-    assert loaded.config.rl_vision == config.rl_vision
+    assert loaded.config.rl_vision == policy.config.rl_vision
     obs = tiny_obs()
     torch.testing.assert_close(loaded.act(obs, deterministic=True)[0], policy.act(obs, deterministic=True)[0])
     torch.testing.assert_close(loaded.encode(obs)[1], policy.encode(obs)[1], rtol=0, atol=0)
