@@ -79,9 +79,12 @@ def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
         final = trainer.fit()
         latest = trainer.checkpoint_root / "latest"
     state["env_steps"] = final.env_steps
+    state["rl_iterations"] = final.iteration
     if latest.is_file():
         state["policy"] = str(trainer.checkpoint_root / latest.read_text().strip() / "policy")
-    print(f"[rl] {final.iteration} iterations, {final.env_steps} env steps; metrics: {run_dir / 'rl' / 'metrics.jsonl'}")
+    stopped = f" (of {trainer.config.iterations}: time limit)" if trainer.stopped_by_time_limit else ""
+    print(f"[rl] {final.iteration} iterations{stopped}, {final.env_steps} env steps; "
+          f"metrics: {run_dir / 'rl' / 'metrics.jsonl'}")
     if "policy" in state:
         print(f"[rl] policy: {state['policy']}")
 
@@ -118,7 +121,8 @@ def run_experiment(cfg: DictConfig) -> dict[str, Any]:
 def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds: dict[str, float]) -> Path:
     """``run_dir/summary.json``: stage wall times, env steps, and per-task success of the SFT and final policies."""
     summary: dict[str, Any] = {"experiment": str(cfg.experiment.name), "seed": int(cfg.seed), "stage_seconds": seconds,
-                               "env_steps": state.get("env_steps"), "policies": {}}  # fmt: skip
+                               "env_steps": state.get("env_steps"), "rl_iterations": state.get("rl_iterations"),
+                               "policies": {}}  # fmt: skip
     for name, document in state.get("eval", {}).items():
         summary["policies"][name] = {
             "overall": document["overall"]["success_rate"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,17 @@ class Trainer:
         self.synced_version = -1
         self.timing_rows: list[dict[str, float]] = []
         self._warned_window = False
+        self.stopped_by_time_limit = False
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> TrainerState:
         if self.config.resume:
             self.resume()
+        started, last_iteration_s = time.monotonic(), None
         while self.state.iteration < self.config.iterations:
+            if self._out_of_time(time.monotonic() - started, last_iteration_s):
+                break
+            iteration_started = time.monotonic()
             iteration = self.state.iteration
             timer = PhaseTimer()
             profiling = iteration in self.config.profile_iterations
@@ -98,7 +104,27 @@ class Trainer:
             if profiling:
                 self._stop_profiling(iteration, timer)
             self.log(iteration, rollout, {**advantage_metrics, **update_metrics}, eval_metrics, timer)
+            last_iteration_s = time.monotonic() - iteration_started
         return self.state
+
+    def _out_of_time(self, elapsed_s: float, last_iteration_s: float | None) -> bool:
+        """Whether the next iteration would end past ``time_limit_minutes``; if so, checkpoint and say so.
+
+        ``last_iteration_s`` is None before the first iteration of this ``fit``: that one always runs.
+        """
+        limit = self.config.time_limit_minutes
+        if limit is None or last_iteration_s is None or elapsed_s + last_iteration_s <= 60 * limit:
+            return False
+        self.stopped_by_time_limit = True
+        latest = checkpoint.latest_checkpoint(self.checkpoint_root)
+        if self.config.checkpoint_every and (latest is None or latest.name != checkpoint.checkpoint_name(self.state.iteration)):
+            self.save_checkpoint()
+        logger.warning(
+            "trainer.time_limit_minutes=%g: stopping after iteration %d of %d (%.1f min of RL; the last iteration "
+            "took %.1f s); trainer.resume=true continues from its checkpoint",
+            limit, self.state.iteration, self.config.iterations, elapsed_s / 60, last_iteration_s,
+        )  # fmt: skip
+        return True
 
     # ------------------------------------------------------------------ phases
     def sync_weights(self) -> None:

@@ -77,6 +77,9 @@ class TrainerConfig:
       with action statistics from the env's bounds.
     - ``eval_every`` / ``eval_episodes_per_task``: evaluation (0 = never); ``checkpoint_every`` / ``keep_last``.
     - ``resume``: continue from the latest checkpoint in ``run_dir``.
+    - ``time_limit_minutes``: stop early (with a checkpoint, so ``resume`` continues) before an iteration
+      that would end past this many minutes of ``fit``, judged by the previous iteration's duration;
+      null: no limit. A stopped run's metrics equal those of a run with that many iterations.
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
@@ -97,6 +100,7 @@ class TrainerConfig:
     checkpoint_every: int = 10
     keep_last: int = 2
     resume: bool = False
+    time_limit_minutes: float | None = None
     profile_iterations: list[int] = field(default_factory=list)
     trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     env_worker_cpus: float = 1.0
@@ -107,6 +111,10 @@ class TrainerConfig:
     ray_num_cpus: int = 0
     ray_address: str | None = None
     torch_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
+            raise ValueError(f"trainer.time_limit_minutes={self.time_limit_minutes} must be > 0, or null for no limit")
 
     def sharding_config(self) -> ShardingConfig:
         return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
