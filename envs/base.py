@@ -16,6 +16,11 @@ and whose action space is a ``Box`` in the robot's own units. ``step`` reports
 ``info["init_state"]`` (returned by ``reset``) restores the very same initial
 state when passed back, so that the envs of a GRPO group can start alike.
 
+Rendering is most of a simulated step's cost, and a chunked policy reads the images only where its
+chunk ends. An env may therefore offer to skip them (:attr:`RobotEnv.supports_skipping_images`): while
+``skip_images`` is True its ``step`` returns ``images == {}``, and ``observe()`` returns the complete
+observation of the current state, the one ``step`` would have returned.
+
 Besides the gymnasium API an env describes itself through :class:`EnvSpec`
 (control frequency, cameras, state size, default episode length, tasks), which
 the trainer hands to the policy; envs and policies never import each other.
@@ -126,6 +131,13 @@ class RobotEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
     env_spec: EnvSpec
+    #: Whether ``step`` honours ``skip_images`` and ``observe`` is implemented (see the module docstring).
+    supports_skipping_images: bool = False
+    skip_images: bool = False
+
+    def observe(self) -> dict[str, Any]:
+        """The complete observation of the current state (envs that support skipping images)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support skipping images")
 
     @property
     def control_hz(self) -> float:

@@ -73,6 +73,7 @@ class TabletopEnv(RobotEnv):
     """One tabletop scene running one task at a time (switchable at reset)."""
 
     tasks = tuple(TASKS)
+    supports_skipping_images = True
 
     def __init__(
         self,
@@ -205,7 +206,10 @@ class TabletopEnv(RobotEnv):
         self._progress = progress
         truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
         info = {"is_success": success, "task": self.task.name}
-        return self._observation(), reward, success, truncated, info
+        return self._observation(with_images=not self.skip_images), reward, success, truncated, info
+
+    def observe(self) -> dict[str, Any]:
+        return self._observation()
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
@@ -216,14 +220,14 @@ class TabletopEnv(RobotEnv):
         self._renderer.close()
 
     # ----------------------------------------------------------------- observation
-    def _observation(self) -> dict[str, Any]:
+    def _observation(self, with_images: bool = True) -> dict[str, Any]:
         ee = self.scene.ee_position
         yaw = self.scene.gripper_yaw
         velocity = (ee - self._previous_ee) * CONTROL_HZ
         state = np.array(
             [*ee, np.sin(yaw), np.cos(yaw), self.scene.gripper_opening, *velocity], dtype=np.float32
         )
-        images = {name: self._renderer.render(self.data, name) for name in self._cameras}
+        images = {name: self._renderer.render(self.data, name) for name in self._cameras} if with_images else {}
         return {"images": images, "state": state, "instruction": self._layout["instruction"]}
 
     # ----------------------------------------------------------------- privileged state (experts only)

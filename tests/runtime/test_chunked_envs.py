@@ -61,3 +61,42 @@ def test_shared_init_states_give_identical_starts():
     assert np.ptp(observation["state"], axis=0).max() == 0.0
     with pytest.raises(ValueError, match="2 seeds for 3 envs"):
         envs.reset(seeds=[1, 2])
+
+
+def test_tabletop_renders_only_where_a_chunk_ends_and_observes_exactly_what_a_full_step_would():
+    import policies  # noqa: F401  (before any rendering: see docs/platform.md)
+    from envs.registry import make
+
+    def tabletop(_: int):
+        return make("tabletop/reach", image_size=32, dense_reward=True, max_episode_steps=10)
+
+    envs = ChunkedEnvs(tabletop, 1, base_seed=3, auto_reset=True)
+    reference = tabletop(0)  # stepped one action at a time, rendering every step
+    renders = []
+    renderer = envs.envs[0].unwrapped._renderer
+    original_render = renderer.render
+    renderer.render = lambda *args: renders.append(1) or original_render(*args)
+    envs.reset(seeds=[11])
+    reference.reset(seed=11)
+    renders.clear()
+    rng = np.random.default_rng(0)
+    low, high = reference.action_space.low, reference.action_space.high
+    for chunk_index in range(4):  # 12 actions against a 10-step episode: the third chunk is cut by truncation
+        chunk = rng.uniform(low, high, (1, 3, low.shape[0])).astype(np.float32)
+        result = envs.step(chunk)
+        expected_reward = 0.0
+        for action in chunk[0, : result.steps_executed[0]]:
+            expected, reward, *_ = reference.step(action)
+            expected_reward += reward
+        final = result.final_observation
+        for camera, image in expected["images"].items():
+            np.testing.assert_array_equal(final["images"][camera][0], image)
+        np.testing.assert_array_equal(final["state"][0], expected["state"])
+        np.testing.assert_allclose(result.reward[0], expected_reward, rtol=1e-6)
+        if chunk_index == 3:
+            assert result.steps_executed.tolist() == [1] and result.truncated.tolist() == [True]
+    # two cameras at the end of each of the 4 chunks, plus the auto-reset's observation after truncation
+    assert len(renders) == 2 * 4 + 2
+    assert envs.envs[0].unwrapped.skip_images is False
+    envs.close()
+    reference.close()

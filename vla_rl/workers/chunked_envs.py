@@ -137,24 +137,35 @@ class ChunkedEnvs:
         success = np.zeros(count, bool)
         executed = np.zeros(count, np.int64)
         active = self.active.copy()
-        final: list[Observation] = list(self.observations)
+        final: dict[int, Observation] = {}  # where an episode ended, before its auto-reset
         finished: list[dict[str, Any]] = []
         for index in np.flatnonzero(active):
             env = self.envs[index]
-            for action in action_chunks[index]:
-                observation, step_reward, term, trunc, info = env.step(action)
-                self.observations[index] = observation
-                reward[index] += float(step_reward)
-                executed[index] += 1
-                success[index] = bool(info.get("is_success", False))
-                if index in self._frame_sources:
-                    self._capture_frame(
-                        index, observation, step=int(self.lengths[index] + executed[index]), reward=float(step_reward),
-                        episode_return=float(self.returns[index] + reward[index]), success=bool(success[index]),
-                    )  # fmt: skip
-                if term or trunc:
-                    terminated[index], truncated[index] = bool(term), bool(trunc and not term)
-                    break
+            # Images only where the chunk ends (the policy reads no other), unless a video records every step.
+            skipping = index not in self._frame_sources and getattr(env.unwrapped, "supports_skipping_images", False)
+            if skipping:
+                env.unwrapped.skip_images = True
+            try:
+                for action in action_chunks[index]:
+                    observation, step_reward, term, trunc, info = env.step(action)
+                    self.observations[index] = observation
+                    reward[index] += float(step_reward)
+                    executed[index] += 1
+                    success[index] = bool(info.get("is_success", False))
+                    if index in self._frame_sources:
+                        self._capture_frame(
+                            index, observation, step=int(self.lengths[index] + executed[index]),
+                            reward=float(step_reward), episode_return=float(self.returns[index] + reward[index]),
+                            success=bool(success[index]),
+                        )  # fmt: skip
+                    if term or trunc:
+                        terminated[index], truncated[index] = bool(term), bool(trunc and not term)
+                        break
+            finally:
+                if skipping:
+                    env.unwrapped.skip_images = False
+            if skipping:
+                self.observations[index] = env.unwrapped.observe()
             self.returns[index] += reward[index]
             self.lengths[index] += executed[index]
             if terminated[index] or truncated[index]:
@@ -180,7 +191,7 @@ class ChunkedEnvs:
             success=success,
             steps_executed=executed,
             active=active,
-            final_observation=stack_observations(final),
+            final_observation=stack_observations([final.get(i, o) for i, o in enumerate(self.observations)]),
             finished_episodes=finished,
         )
 
