@@ -241,6 +241,8 @@ class Trainer:
             metrics["train/rows_without_episode_end"] = float(self._check_rollout_window(rollout.batch))
         if episodes:
             metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))
+            for task in sorted({e.get("task") for e in episodes} - {None, ""}):
+                metrics[f"train/{task}/success_rate"] = float(np.mean([e["success"] for e in episodes if e.get("task") == task]))
             metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))
             metrics["train/episode_length"] = float(np.mean([e["length"] for e in episodes]))
         metrics["train/episodes"] = float(len(episodes))
