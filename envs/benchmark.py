@@ -1,5 +1,6 @@
-"""Speed of a MuJoCo-based protocol env on one core: env steps/s with and without cameras, and the
-raw physics limit (``mj_step`` for the substeps of one control step).
+"""Speed of a MuJoCo-based protocol env on one core: env steps/s with and without cameras, with cameras
+rendered only where a 4-action chunk ends (envs that support skipping images, as a chunked rollout
+steps them), and the raw physics limit (``mj_step`` for the substeps of one control step).
 
 An env's own benchmark module (registered as ``benchmark`` in :mod:`envs.registry`) calls
 :func:`measure_mujoco_env_speed` with its factory and how it finds model, data and substeps.
@@ -15,11 +16,17 @@ import mujoco
 import numpy as np
 
 MakeEnv = Callable[[tuple[str, ...]], Any]  # cameras -> env (64x64 images)
+CHUNK_SIZE = 4  # the default policy's action chunk
 Physics = Callable[[Any], tuple[Any, Any, int]]  # env -> (MjModel, MjData, substeps per control step)
 
 
-def env_steps_per_second(make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int) -> float:
-    """Random actions in the bounds; episodes that end are reset (resets included in the time)."""
+def env_steps_per_second(
+    make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int, images_every: int = 1
+) -> float:
+    """Random actions in the bounds; episodes that end are reset (resets included in the time).
+
+    ``images_every`` > 1: images only at every ``images_every``-th step (``skip_images`` otherwise).
+    """
     env = make_env(cameras)
     rng = np.random.default_rng(seed)
     actions = rng.uniform(env.action_space.low, env.action_space.high, size=(num_steps, env.action_space.shape[0]))
@@ -27,7 +34,9 @@ def env_steps_per_second(make_env: MakeEnv, cameras: tuple[str, ...], num_steps:
     env.step(actions[0])  # the first step may create the renderer: not part of the measurement
     episode = 0
     start = time.perf_counter()
-    for action in actions:
+    for index, action in enumerate(actions):
+        if images_every > 1:
+            env.unwrapped.skip_images = (index + 1) % images_every != 0
         _, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             episode += 1
@@ -54,13 +63,22 @@ def measure_mujoco_env_speed(
     make_env: MakeEnv, physics: Physics, cameras: tuple[str, ...], num_steps: int, seed: int
 ) -> dict[str, float]:
     """``steps_per_s_no_camera``, ``steps_per_s_camera`` (``cameras`` at 64x64), ``physics_steps_per_s``
-    and ``camera_ratio`` (camera / no camera), all measured in this process."""
+    and ``camera_ratio`` (camera / no camera), all measured in this process; for envs that support
+    skipping images also ``steps_per_s_camera_at_chunk_ends`` and ``chunk_ends_ratio`` (to camera)."""
     no_camera = env_steps_per_second(make_env, (), num_steps, seed)
     camera = env_steps_per_second(make_env, cameras, num_steps, seed)
     physics_rate = physics_steps_per_second(make_env, physics, num_steps, seed)
-    return {
+    result = {
         "steps_per_s_no_camera": no_camera,
         "steps_per_s_camera": camera,
         "physics_steps_per_s": physics_rate,
         "camera_ratio": camera / no_camera,
     }
+    probe = make_env(())
+    skips = getattr(probe.unwrapped, "supports_skipping_images", False)
+    probe.close()
+    if skips:
+        at_chunk_ends = env_steps_per_second(make_env, cameras, num_steps, seed, images_every=CHUNK_SIZE)
+        result["steps_per_s_camera_at_chunk_ends"] = at_chunk_ends
+        result["chunk_ends_ratio"] = at_chunk_ends / camera
+    return result

@@ -32,7 +32,9 @@ def table(run_dir: Path) -> str:
     lines.append(f"| **average** | **{sft.get('overall', float('nan')):.2f}** | **{final.get('overall', float('nan')):.2f}** | |")
     seconds = summary["stage_seconds"]
     timing = ", ".join(f"{stage} {value / 60:.1f} min" for stage, value in seconds.items())
-    lines += ["", f"RL env steps: {summary.get('env_steps')}; wall clock: {sum(seconds.values()) / 60:.1f} min ({timing})."]
+    iterations = f" in {summary['rl_iterations']} iterations" if summary.get("rl_iterations") else ""
+    lines += ["", f"RL env steps: {summary.get('env_steps')}{iterations}; wall clock: {sum(seconds.values()) / 60:.1f} min "
+              f"({timing})."]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -36,9 +36,13 @@ def test_envs_list_and_check(capsys):
 def test_bench_env_prints_one_json_object_last(capsys):
     assert main(["bench", "env", "--task", "lift", "--steps", "100"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("steps_per_s_no_camera", "steps_per_s_camera", "physics_steps_per_s", "camera_ratio"):
+    for key in ("steps_per_s_no_camera", "steps_per_s_camera", "physics_steps_per_s", "camera_ratio",
+                "steps_per_s_camera_at_chunk_ends", "chunk_ends_ratio"):  # fmt: skip
         assert result[key] > 0
     assert result["camera_ratio"] == pytest.approx(result["steps_per_s_camera"] / result["steps_per_s_no_camera"])
+    assert result["chunk_ends_ratio"] == pytest.approx(
+        result["steps_per_s_camera_at_chunk_ends"] / result["steps_per_s_camera"]
+    )
 
 
 def test_config_errors_exit_2_with_the_key(capsys):
