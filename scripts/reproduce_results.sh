@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 make venv
 experiments=("$@")
 if [ ${#experiments[@]} -eq 0 ]; then
-  experiments=(flow_residual_ppo flow_residual_keypoints_ppo flow_sde_ppo flow_noise_ppo flow_grpo diffusion_ppo gaussian_ppo flow_steered_ppo)
+  experiments=(flow_residual_pixels_ppo flow_residual_ppo flow_residual_keypoints_ppo flow_sde_ppo flow_noise_ppo flow_grpo diffusion_ppo gaussian_ppo flow_steered_ppo)
 fi
 runs=()
 for experiment in "${experiments[@]}"; do
