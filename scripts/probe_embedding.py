@@ -1,12 +1,13 @@
 """Does a policy's observation embedding know where the target object is? A linear probe.
 
 On the fixed-scene suite every reset moves the objects by up to ``scene_jitter`` (3 cm). A policy can
-only correct for that if its embedding carries the object's position. This script resets the reach
-task on ``--episodes`` seeds (a few random actions after each reset, so the gripper is not always at
-its start), records the policy's embedding, the raw state, and 16x16 subsampled camera pixels, and fits a
-ridge regression (``sklearn.linear_model.RidgeCV``) of the target block's x-y position on each, on
-three quarters of the episodes. It prints, as JSON, the mean held-out error in cm of each feature set
-next to that of predicting the mean position.
+only correct for that if its embedding carries the object's position. This script resets a task
+(``--task``, reach by default) on ``--episodes`` seeds (up to ``--random-steps`` - 1 random actions after
+each reset, so the gripper is not always at its start; 0: none), records the policy's embedding, the raw
+state, 16x16 subsampled camera pixels (every 4th pixel) and 16x16 average-pooled ones (what
+``policy.rl_vision.kind=pixels`` reads), and fits a ridge regression (``sklearn.linear_model.RidgeCV``)
+of the target block's x-y position on each, on three quarters of the episodes. It prints, as JSON, the
+mean held-out error in cm of each feature set next to that of predicting the mean position.
 
     .venv/bin/python scripts/probe_embedding.py outputs/flow_residual_ppo/sft/best --episodes 400
 """
@@ -21,8 +22,8 @@ import torch
 from sklearn.linear_model import RidgeCV
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
-from envs.builtin.tasks.reach import reach_point
 from envs.registry import make
+from policies.encoders.pixels import pooled_pixels
 from policies.hub import load_pretrained
 
 RANDOM_STEPS = 6  # at most this many random actions after each reset
@@ -38,25 +39,29 @@ def observation_batch(obs: dict) -> dict:
     }
 
 
-def collect(policy_dir: str, episodes: int, scene_jitter: float) -> dict[str, np.ndarray]:
+def collect(
+    policy_dir: str, episodes: int, scene_jitter: float, task: str = "reach", random_steps: int = RANDOM_STEPS
+) -> dict[str, np.ndarray]:
     policy = load_pretrained(policy_dir)
     policy.eval()
-    env = make("tabletop/reach", fixed_scenes=True, scene_jitter=scene_jitter)
-    rows: dict[str, list[np.ndarray]] = {"embedding": [], "state": [], "pixels": [], "target_xy": []}
+    env = make(f"tabletop/{task}", fixed_scenes=True, scene_jitter=scene_jitter)
+    rows: dict[str, list[np.ndarray]] = {"embedding": [], "state": [], "pixels": [], "pooled_pixels": [], "target_xy": []}
     for seed in range(episodes):
         obs, info = env.reset(seed=seed)
         target_block = info["init_state"]["target"]["block"]
         rng = np.random.default_rng(seed)
-        for _ in range(rng.integers(0, RANDOM_STEPS)):
+        for _ in range(rng.integers(0, random_steps) if random_steps else 0):
             obs, *_ = env.step(rng.uniform(env.action_space.low, env.action_space.high))
+        batch = observation_batch(obs)
         with torch.no_grad():
-            rows["embedding"].append(policy.embed(observation_batch(obs))[0].numpy())
+            rows["embedding"].append(policy.embed(batch)[0].numpy())
+        rows["pooled_pixels"].append(pooled_pixels(batch["images"], sorted(batch["images"]), PIXEL_STRIDE)[0].numpy())
         rows["state"].append(np.asarray(obs["state"], dtype=np.float32))
         rows["pixels"].append(
             np.concatenate([np.asarray(image, np.float32)[::PIXEL_STRIDE, ::PIXEL_STRIDE].ravel() / 255.0
                             for _, image in sorted(obs["images"].items())])
         )  # fmt: skip
-        rows["target_xy"].append(reach_point(env.unwrapped.scene, target_block)[:2])
+        rows["target_xy"].append(env.unwrapped.scene.block_position(target_block)[:2])
     env.close()
     return {name: np.asarray(values) for name, values in rows.items()}
 
@@ -73,9 +78,11 @@ def main() -> None:
     parser.add_argument("policy", help="a save_pretrained folder (e.g. outputs/flow_residual_ppo/sft/best)")
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--scene-jitter", type=float, default=0.03)
+    parser.add_argument("--task", default="reach", help="a tabletop task whose target names a block (reach, lift, push)")
+    parser.add_argument("--random-steps", type=int, default=RANDOM_STEPS, help="random actions after reset: below this")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    data = collect(args.policy, args.episodes, args.scene_jitter)
+    data = collect(args.policy, args.episodes, args.scene_jitter, args.task, args.random_steps)
     targets = data.pop("target_xy")
     split = len(targets) * 3 // 4
     report = {"episodes": len(targets), "mean_position_cm": float(

@@ -19,6 +19,16 @@ from torch import nn
 from policies.config import RLVisionConfig
 
 
+def pooled_pixels(images: dict[str, torch.Tensor], camera_names: Sequence[str], downsample: int) -> torch.Tensor:
+    """``(B, num_cameras * 3 * H/d * W/d)``: each camera's uint8 ``(B, H, W, 3)`` image average-pooled by
+    ``downsample`` (d), scaled to [-1, 1], channel-first and flattened; cameras in ``camera_names`` order."""
+    pooled = [
+        nn.functional.avg_pool2d(images[name].permute(0, 3, 1, 2).float() / 127.5 - 1.0, downsample)
+        for name in camera_names
+    ]
+    return torch.cat([p.flatten(1) for p in pooled], dim=1)
+
+
 class PixelEncoder(nn.Module):
     """``forward(images {camera: uint8 (B, H, W, 3)}) -> (B, feature_dim)``.
 
@@ -36,7 +46,7 @@ class PixelEncoder(nn.Module):
                 f"rl_vision.downsample={config.downsample} must divide the image size {height}x{width}; "
                 "choose a divisor of both"
             )
-        self.pool = nn.AvgPool2d(config.downsample) if config.downsample > 1 else nn.Identity()
+        self.downsample = config.downsample
         pixels = len(self.camera_names) * 3 * (height // config.downsample) * (width // config.downsample)
         self.projection = nn.Linear(pixels, config.feature_dim)
         self.norm = nn.LayerNorm(config.feature_dim)
@@ -48,9 +58,8 @@ class PixelEncoder(nn.Module):
         return config.feature_dim
 
     def pooled_pixels(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``(B, num_cameras * 3 * H/d * W/d)`` pooled pixels in [-1, 1]."""
-        pooled = [self.pool(images[name].permute(0, 3, 1, 2).float() / 127.5 - 1.0) for name in self.camera_names]
-        return torch.cat([p.flatten(1) for p in pooled], dim=1)
+        """``(B, num_cameras * 3 * H/d * W/d)`` pooled pixels in [-1, 1] (:func:`pooled_pixels`)."""
+        return pooled_pixels(images, self.camera_names, self.downsample)
 
     def forward(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.norm(self.projection(self.pooled_pixels(images)))
