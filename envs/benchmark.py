@@ -22,12 +22,16 @@ Physics = Callable[[Any], tuple[Any, Any, int]]  # env -> (MjModel, MjData, subs
 
 def env_steps_per_second(
     make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int, images_every: int = 1
-) -> float:
+) -> float | None:
     """Random actions in the bounds; episodes that end are reset (resets included in the time).
 
-    ``images_every`` > 1: images only at every ``images_every``-th step (``skip_images`` otherwise).
+    ``images_every`` > 1: images only at every ``images_every``-th step (``skip_images`` otherwise);
+    None for an env that does not support skipping images.
     """
     env = make_env(cameras)
+    if images_every > 1 and not getattr(env.unwrapped, "supports_skipping_images", False):
+        env.close()
+        return None
     rng = np.random.default_rng(seed)
     actions = rng.uniform(env.action_space.low, env.action_space.high, size=(num_steps, env.action_space.shape[0]))
     env.reset(seed=seed)
@@ -74,11 +78,8 @@ def measure_mujoco_env_speed(
         "physics_steps_per_s": physics_rate,
         "camera_ratio": camera / no_camera,
     }
-    probe = make_env(())
-    skips = getattr(probe.unwrapped, "supports_skipping_images", False)
-    probe.close()
-    if skips:
-        at_chunk_ends = env_steps_per_second(make_env, cameras, num_steps, seed, images_every=CHUNK_SIZE)
+    at_chunk_ends = env_steps_per_second(make_env, cameras, num_steps, seed, images_every=CHUNK_SIZE)
+    if at_chunk_ends is not None:
         result["steps_per_s_camera_at_chunk_ends"] = at_chunk_ends
         result["chunk_ends_ratio"] = at_chunk_ends / camera
     return result

@@ -68,7 +68,9 @@ class Trainer:
             self.resume()
         started, last_iteration_s = time.monotonic(), None
         while self.state.iteration < self.config.iterations:
-            if self._out_of_time(time.monotonic() - started, last_iteration_s):
+            elapsed_s = time.monotonic() - started
+            if self._out_of_time(elapsed_s, last_iteration_s):
+                self._stop_for_time_limit(elapsed_s, last_iteration_s)
                 break
             iteration_started = time.monotonic()
             iteration = self.state.iteration
@@ -108,13 +110,15 @@ class Trainer:
         return self.state
 
     def _out_of_time(self, elapsed_s: float, last_iteration_s: float | None) -> bool:
-        """Whether the next iteration would end past ``time_limit_minutes``; if so, checkpoint and say so.
+        """Whether the next iteration would end past ``time_limit_minutes``, judged by the last one's duration.
 
         ``last_iteration_s`` is None before the first iteration of this ``fit``: that one always runs.
         """
         limit = self.config.time_limit_minutes
-        if limit is None or last_iteration_s is None or elapsed_s + last_iteration_s <= 60 * limit:
-            return False
+        return limit is not None and last_iteration_s is not None and elapsed_s + last_iteration_s > 60 * limit
+
+    def _stop_for_time_limit(self, elapsed_s: float, last_iteration_s: float) -> None:
+        """Checkpoint where the run stands (unless that checkpoint exists) and say why it stops."""
         self.stopped_by_time_limit = True
         latest = checkpoint.latest_checkpoint(self.checkpoint_root)
         if self.config.checkpoint_every and (latest is None or latest.name != checkpoint.checkpoint_name(self.state.iteration)):
@@ -122,9 +126,9 @@ class Trainer:
         logger.warning(
             "trainer.time_limit_minutes=%g: stopping after iteration %d of %d (%.1f min of RL; the last iteration "
             "took %.1f s); trainer.resume=true continues from its checkpoint",
-            limit, self.state.iteration, self.config.iterations, elapsed_s / 60, last_iteration_s,
+            self.config.time_limit_minutes, self.state.iteration, self.config.iterations, elapsed_s / 60,
+            last_iteration_s,
         )  # fmt: skip
-        return True
 
     # ------------------------------------------------------------------ phases
     def sync_weights(self) -> None:

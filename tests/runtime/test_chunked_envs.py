@@ -81,7 +81,7 @@ def test_tabletop_renders_only_where_a_chunk_ends_and_observes_exactly_what_a_fu
     renders.clear()
     rng = np.random.default_rng(0)
     low, high = reference.action_space.low, reference.action_space.high
-    for chunk_index in range(4):  # 12 actions against a 10-step episode: the third chunk is cut by truncation
+    for chunk_index in range(4):  # 12 actions against a 10-step episode: the fourth chunk is cut by truncation
         chunk = rng.uniform(low, high, (1, 3, low.shape[0])).astype(np.float32)
         result = envs.step(chunk)
         expected_reward = 0.0
