@@ -243,3 +243,71 @@ def test_tanh_head_samples_in_the_open_interval_and_replays_the_pre_tanh_value()
     assert torch.allclose(torch.tanh(replay["pre_tanh_actions"]), actions)
     assert torch.isfinite(log_prob).all()
     assert (log_prob - replay["log_prob"]).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_flow_sde_chain_log_prob_is_the_normal_density_around_the_sde_mean(hybrid: bool) -> None:
+    """Each step's log-prob is ``Normal(mean, std).log_prob(x_{k+1})`` with the Flow-SDE mean and std.
+
+    The mean and std are computed here from piRL / Flow-GRPO's formulas (not from ``step_kernel``), so a
+    log-density centred anywhere else (e.g. on the ODE step ``x_t - dt v``) fails, in the sampler's
+    stored ``log_prob`` and in ``step_log_probs`` / ``log_prob`` alike. Hybrid: only the SDE step counts.
+    """
+    head = flow_head(noise_level=0.7, hybrid=hybrid)
+    embedding = torch.randn(16, 6)
+    with torch.no_grad():
+        actions, replay = head.sample(embedding, generator=torch.Generator().manual_seed(0))
+        per_step = head.step_log_probs(embedding, replay)
+        joint, _ = head.log_prob(embedding, actions, replay)
+        chain, dt = replay["chain"], 1.0 / 5
+        expected = []
+        for step in range(5):
+            t, x = 1.0 - step * dt, chain[:, step]
+            velocity = head.velocity(embedding, x, t)
+            t_sigma = min(t, 1.0 - dt)  # sigma_t's time clamped to the grid's second point
+            sigma = 0.7 * math.sqrt(t_sigma / (1.0 - t_sigma))
+            mean = x - dt * (velocity + sigma**2 / (2 * t) * (x + (1 - t) * velocity))
+            log_prob = torch.distributions.Normal(mean, math.sqrt(dt) * sigma).log_prob(chain[:, step + 1])
+            if hybrid:  # ODE steps are deterministic and add nothing
+                log_prob = torch.where((replay["sde_step"] == step)[:, None, None], log_prob, 0.0)
+            expected.append(log_prob)
+    expected = torch.stack(expected, dim=1)
+    assert torch.allclose(per_step, expected, atol=1e-5)
+    assert torch.allclose(joint, expected.sum(1), atol=1e-5)
+    assert torch.allclose(replay["log_prob"], expected.sum(1), atol=1e-5)
+
+
+def test_diffusion_chain_log_prob_is_the_normal_density_around_the_ddpm_posterior_mean() -> None:
+    """Each step's log-prob is ``Normal(mean, std).log_prob(x_prev)`` with the DDPM posterior (Ho et al. eq. 7).
+
+    Independent computation: abar from diffusers' cosine schedule, the "trailing" grid 49, 39, ..., 9,
+    ``x0 = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)`` clipped to [-1, 1], posterior mean and variance
+    ``(1 - abar_p) / (1 - abar_t) beta``, the std floored at ``min_std``. A log-density centred on the
+    deterministic DDIM step (eta = 0) instead of the posterior mean fails.
+    """
+    head = diffusion_head()
+    alphas = DDPMScheduler(num_train_timesteps=50, beta_schedule="squaredcos_cap_v2").alphas_cumprod
+    grid = [49, 39, 29, 19, 9]
+    embedding = torch.randn(16, 6)
+    with torch.no_grad():
+        actions, replay = head.sample(embedding, generator=torch.Generator().manual_seed(0))
+        per_step = head.step_log_probs(embedding, replay)
+        joint, _ = head.log_prob(embedding, actions, replay)
+        chain = replay["chain"]
+        expected = []
+        for step, timestep in enumerate(grid):
+            x = chain[:, step]
+            abar_t = alphas[timestep]
+            abar_p = alphas[grid[step + 1]] if step + 1 < len(grid) else torch.tensor(1.0)
+            eps = head.denoiser(x, torch.full((1,), float(timestep)), embedding)
+            x0 = ((x - (1 - abar_t).sqrt() * eps) / abar_t.sqrt()).clamp(-1.0, 1.0)
+            beta = 1 - abar_t / abar_p
+            x0_coefficient = abar_p.sqrt() * beta / (1 - abar_t)
+            xt_coefficient = (1 - beta).sqrt() * (1 - abar_p) / (1 - abar_t)
+            mean = x0_coefficient * x0 + xt_coefficient * x
+            std = ((1 - abar_p) / (1 - abar_t) * beta).sqrt().clamp_min(head.config.min_std)
+            expected.append(torch.distributions.Normal(mean, std).log_prob(chain[:, step + 1]))
+    expected = torch.stack(expected, dim=1)
+    assert torch.allclose(per_step, expected, atol=1e-5)
+    assert torch.allclose(joint, expected.sum(1), atol=1e-5)
+    assert torch.allclose(replay["log_prob"], expected.sum(1), atol=1e-5)
