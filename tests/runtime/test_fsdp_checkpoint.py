@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 from torch import nn
@@ -59,7 +60,7 @@ def worker(rank: int, world_size: int, port: int, folder: str):
 
 def test_two_ranks_match_one_process_and_the_checkpoint_loads_without_a_process_group(tmp_path):
     reference = TwoBlocks()
-    train_steps(reference, *data(), rank=0, world_size=1)
+    reference_optimizer = train_steps(reference, *data(), rank=0, world_size=1)
 
     context = mp.get_context("spawn")
     port = free_port()
@@ -80,4 +81,58 @@ def test_two_ranks_match_one_process_and_the_checkpoint_loads_without_a_process_
     load_sharded(restored, optimizer, tmp_path)
     for name, value in restored.state_dict().items():
         torch.testing.assert_close(value, sharded_weights[name], atol=0, rtol=0)
-    assert len(optimizer.state) == 4  # Adam moments of the 4 trainable tensors came back
+    # Adam's moments and step count came back, as the 1-process reference has them (not a fresh state).
+    reference_parameters = dict(reference.named_parameters())
+    for name, parameter in restored.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        state = optimizer.state[parameter]
+        expected = reference_optimizer.state[reference_parameters[name]]
+        assert float(state["step"]) == float(expected["step"]) == 3.0, name
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert expected[key].abs().max() > 0
+            torch.testing.assert_close(state[key], expected[key], atol=1e-7, rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP without a process group
+def test_loading_a_checkpoint_restores_the_adam_state_and_the_next_step(tmp_path):
+    """``load_sharded`` brings back Adam's moments and step count, not a fresh (zero, step 0) state.
+
+    The proof that matters: one more step from the restored model and optimizer lands on the same
+    weights as one more step of the original, while a fresh optimizer (what a load that skipped the
+    optimizer state leaves) lands elsewhere.
+    """
+    inputs, targets = data()
+    trained = TwoBlocks()
+    optimizer = train_steps(trained, inputs, targets, rank=0, world_size=1)
+    save_sharded(trained, optimizer, tmp_path)
+    saved = {name: {key: value.clone() for key, value in optimizer.state[p].items()}
+             for name, p in trained.named_parameters() if p.requires_grad}  # fmt: skip
+
+    restored = TwoBlocks()
+    restored_optimizer = torch.optim.Adam([p for p in restored.parameters() if p.requires_grad], lr=1e-2)
+    load_sharded(restored, restored_optimizer, tmp_path)
+    for name, parameter in restored.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        state = restored_optimizer.state[parameter]
+        assert float(state["step"]) == float(saved[name]["step"]) == 3.0
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert saved[name][key].abs().max() > 0  # a fresh optimizer's zero moments would differ
+            torch.testing.assert_close(state[key], saved[name][key], atol=0, rtol=0)
+
+    def one_more_step(model, adam):
+        loss = ((model(inputs) - targets) ** 2).mean()
+        loss.backward()
+        adam.step()
+        adam.zero_grad()
+        return model.state_dict()
+
+    expected = one_more_step(trained, optimizer)
+    for name, value in one_more_step(restored, restored_optimizer).items():
+        torch.testing.assert_close(value, expected[name], atol=0, rtol=0)
+    fresh = TwoBlocks()
+    load_sharded(fresh, None, tmp_path)  # the weights only
+    fresh_optimizer = torch.optim.Adam([p for p in fresh.parameters() if p.requires_grad], lr=1e-2)
+    moved_elsewhere = one_more_step(fresh, fresh_optimizer)
+    assert (moved_elsewhere["head.weight"] - expected["head.weight"]).abs().max() > 1e-4
