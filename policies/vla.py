@@ -277,3 +277,19 @@ def build_policy(config: PolicyConfig | Mapping[str, Any], io_spec: Any, stats: 
     if not isinstance(config, PolicyConfig):
         config = PolicyConfig.from_dict(dict(config))
     return VLAPolicy(config, io_spec, stats)
+
+
+def validate_policy_config(config: Mapping[str, Any]) -> None:
+    """Check a policy config dict without building anything (the driver calls this before any stage).
+
+    Raises:
+        ValueError: an unknown key, head or head option, or a bad value, named.
+    """
+    from policies.heads import head_config
+
+    policy_config = PolicyConfig.from_dict(dict(config))
+    head_config(policy_config.head.name, **policy_config.head.options)
+    for name in ("embedding_dim", "chunk_size"):
+        value = getattr(policy_config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive integer")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from vla_rl.commands import COMMAND_MODULES
 from vla_rl.config import ConfigError
+from vla_rl.runtime.checkpoint import CheckpointLoadError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
+        return 2
+    except CheckpointLoadError as error:
+        print(f"checkpoint error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -136,6 +136,53 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(f"'collect.noise_std' must be >= 0, got {collect.noise_std!r}")
     if "sft" in cfg:
         validate_sft_config(cfg.sft)
+    if "policy" in cfg:
+        validate_policy_section(cfg.policy)
+    if "eval" in cfg:
+        validate_eval_section(cfg.eval)
+    if "algo" in cfg and "trainer" in cfg:
+        from vla_rl.trainer_config import validate_rl_sections
+
+        validate_rl_sections(cfg)
+
+
+def _count(cfg: DictConfig, key: str, minimum: int, where: str) -> None:
+    value = cfg.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"'{where}.{key}'={value!r}: must be an integer >= {minimum}")
+
+
+def validate_eval_section(eval_cfg: DictConfig) -> None:
+    """The counts of ``eval`` and ``eval.video`` (the rest is checked where it is read, before any episode)."""
+    _count(eval_cfg, "episodes_per_task", 1, "eval")
+    _count(eval_cfg, "num_envs", 1, "eval")
+    _count(eval_cfg, "num_workers", 0, "eval")
+    _count(eval_cfg.video, "episodes_per_task", 0, "eval.video")
+    _count(eval_cfg.video, "grid_envs", 0, "eval.video")
+    if float(eval_cfg.expert_noise_std) < 0:
+        raise ConfigError(f"'eval.expert_noise_std'={eval_cfg.expert_noise_std!r}: must be >= 0")
+
+
+def validate_policy_section(policy_cfg: DictConfig) -> None:
+    """``policy.factory`` imports; the factory's module checks the rest if it has ``validate_policy_config``
+    (the default ``policies.vla`` does: keys, head name and head options)."""
+    import importlib
+
+    from envs.registry import import_object
+
+    factory = str(policy_cfg.get("factory"))
+    try:
+        import_object(factory)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"'policy.factory'={factory!r}: {error}; give a module:function import path") from None
+    check = getattr(importlib.import_module(factory.partition(":")[0]), "validate_policy_config", None)
+    if check is not None:
+        config = OmegaConf.to_container(policy_cfg, resolve=True)
+        config.pop("factory")
+        try:
+            check(config)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"'policy': {error}") from None
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:

@@ -27,7 +27,7 @@ from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
 from vla_rl.rollout import RolloutCollector
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.trainer import Trainer
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig, section
+from vla_rl.trainer_config import validate_rl_sections
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
@@ -99,17 +99,10 @@ def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
 @contextlib.contextmanager
 def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> Iterator[Trainer]:
     """Build the worker groups and the trainer; tear everything down on exit."""
-    trainer_cfg = section(cfg, "trainer", TrainerConfig)
-    algo = section(cfg, "algo", AlgoConfig)
-    algo.update_config(), algo.optim_config(), trainer_cfg.sharding_config()  # validate early
+    algo, trainer_cfg = validate_rl_sections(cfg)
     entry, _ = resolve(str(cfg.env.id))
     tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
     kwargs = env_kwargs(cfg.env)
-    if algo.rollout_mode == "episodes" and trainer_cfg.envs_per_stage % algo.group_size:
-        raise ConfigError(
-            f"'trainer.envs_per_stage'={trainer_cfg.envs_per_stage} must be a multiple of "
-            f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
-        )
     io_spec = env_io_spec(entry.name, tasks[0], kwargs)
     spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer_cfg.init_policy)
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)

@@ -11,6 +11,7 @@ Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -97,22 +98,61 @@ STAGES: dict[str, Callable[[DictConfig, Path, dict[str, Any]], None]] = {
 }
 
 
+#: Stages that a resumed run (``trainer.resume=true``) skips once they have completed; RL continues from
+#: its checkpoint and the evaluation runs again on what RL ends with.
+SKIPPED_ONCE_DONE = ("collect", "sft")
+PROGRESS_FILE = "stages.json"
+
+
+def read_progress(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/stages.json``: the stages completed so far, what they produced and their wall times."""
+    path = Path(run_dir) / PROGRESS_FILE
+    if not path.is_file():
+        return {"completed": [], "state": {}, "seconds": {}}
+    return json.loads(path.read_text())
+
+
+def check_resumable(run_dir: Path, progress: dict[str, Any]) -> None:
+    """``trainer.resume=true`` needs a completed stage or an RL checkpoint in ``run_dir``."""
+    if progress["completed"] or (run_dir / "rl" / "checkpoints" / "latest").is_file():
+        return
+    raise ConfigError(
+        f"'trainer.resume'=true: {run_dir} holds nothing to resume (no completed stage in {PROGRESS_FILE}, no "
+        f"checkpoint in rl/checkpoints); set run_dir to an earlier run's folder, or drop trainer.resume=true"
+    )
+
+
 def run_experiment(cfg: DictConfig) -> dict[str, Any]:
-    """Run ``experiment.stages`` in order; returns what they produced (e.g. ``policy``: the final policy folder)."""
+    """Run ``experiment.stages`` in order; returns what they produced (e.g. ``policy``: the final policy folder).
+
+    With ``trainer.resume=true`` the stages of :data:`SKIPPED_ONCE_DONE` that completed in an earlier run
+    of ``run_dir`` are skipped, and RL continues from its latest checkpoint.
+    """
     stages = list(cfg.experiment.stages)
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"'experiment.stages': unknown stage(s) {unknown}; allowed: {', '.join(STAGES)}")
     run_dir = Path(cfg.run_dir)
+    resume = bool(cfg.trainer.resume)
+    progress = read_progress(run_dir) if resume else {"completed": [], "state": {}, "seconds": {}}
+    if resume:
+        check_resumable(run_dir, progress)
+    else:
+        (run_dir / PROGRESS_FILE).unlink(missing_ok=True)  # a new run in an old folder starts its own record
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     print(f"[{cfg.experiment.name}] run folder: {run_dir}")
-    state: dict[str, Any] = {}
-    seconds: dict[str, float] = {}
+    state: dict[str, Any] = progress["state"]
+    seconds: dict[str, float] = progress["seconds"]
     for stage in stages:
+        if stage in SKIPPED_ONCE_DONE and stage in progress["completed"]:
+            print(f"[{stage}] completed in an earlier run of {run_dir}; skipped (trainer.resume=true)")
+            continue
         started = time.perf_counter()
         STAGES[stage](cfg, run_dir, state)
         seconds[stage] = time.perf_counter() - started
+        progress["completed"] = [*[s for s in progress["completed"] if s != stage], stage]
+        write_json_atomic(run_dir / PROGRESS_FILE, progress)
         write_summary(run_dir, cfg, state, seconds)
     print(f"[{cfg.experiment.name}] done in {sum(seconds.values()) / 60:.1f} min; summary: {run_dir / 'summary.json'}")
     return state

@@ -34,6 +34,13 @@ from vla_rl.workers.actor_group import ActorGroup
 logger = logging.getLogger(__name__)
 
 
+def _first_line(error: BaseException) -> str:
+    """The innermost useful line of an error (a Ray task error wraps the worker's traceback)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    keyed = [line for line in lines if "key" in line.lower() or "Error" in line]
+    return (keyed[-1] if keyed else lines[-1] if lines else type(error).__name__)[:500]
+
+
 @dataclass
 class TrainerState:
     """What a checkpoint needs besides weights and optimizer: where the run stands."""
@@ -229,14 +236,39 @@ class Trainer:
         return checkpoint.finalize(self.checkpoint_root, iteration, self.config.keep_last)
 
     def resume(self) -> None:
-        latest = checkpoint.latest_checkpoint(self.checkpoint_root)
-        if latest is None:
-            logger.warning("resume=true but %s holds no checkpoint; starting from scratch", self.checkpoint_root)
+        """Load the newest checkpoint that loads; set aside (``.corrupt``) any newer one that does not, with a
+        warning; rewind the trackers to its iteration, so the resumed run logs what an uninterrupted one would.
+
+        Raises:
+            checkpoint.CheckpointLoadError: no checkpoint loads; the message names the folder, the failure and what to do.
+        """
+        candidates = checkpoint.complete_checkpoints(self.checkpoint_root)
+        if not candidates:
+            logger.warning("trainer.resume=true but %s holds no checkpoint yet; RL starts from its beginning",
+                           self.checkpoint_root)  # fmt: skip
+            self.tracker.rewind(0)
             return
-        self.actors.load(str(latest))
-        self.state = TrainerState(**torch.load(latest / "trainer_state.pt", weights_only=False))
-        self.synced_version = -1
-        logger.info("resumed from %s at iteration %d", latest, self.state.iteration)
+        for index, folder in enumerate(candidates):
+            try:
+                self.actors.load(str(folder))
+                state = TrainerState(**torch.load(folder / "trainer_state.pt", weights_only=False))
+            except Exception as error:  # noqa: BLE001 - a corrupt checkpoint: fall back to the previous one
+                reason = _first_line(error)
+                if index + 1 == len(candidates):
+                    raise checkpoint.CheckpointLoadError(
+                        f"checkpoint {folder} does not load: {reason}. If the run's policy or optimizer config "
+                        f"changed since it was written, resume with the config of {self.run_dir.parent / 'config.yaml'}, "
+                        "or start a new run_dir with trainer.init_policy=<checkpoint>/policy"
+                    ) from error
+                fallback = candidates[index + 1]
+                aside = checkpoint.set_aside(self.checkpoint_root, folder, fallback)
+                logger.warning("checkpoint %s does not load (%s); set aside as %s, falling back to %s",
+                               folder, reason, aside.name, fallback.name)  # fmt: skip
+                continue
+            self.state, self.synced_version = state, -1
+            self.tracker.rewind(state.iteration)
+            logger.info("resumed from %s at iteration %d", folder, state.iteration)
+            return
 
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = rollout.episodes

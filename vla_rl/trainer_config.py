@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from vla_rl.config import ConfigError
+from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.workers.actor_worker import OptimConfig
 from vla_rl.workers.ppo_update import UpdateConfig
@@ -48,6 +50,20 @@ class AlgoConfig:
     critic_warmup_iterations: int = 0
     update: dict[str, Any] = field(default_factory=dict)
     optim: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from vla_rl.algos import ADVANTAGE_ESTIMATORS
+
+        check_types(self)
+        require(self, "name", choices=("ppo", "grpo"))
+        require(self, "advantage_estimator", choices=sorted(ADVANTAGE_ESTIMATORS))
+        require(self, "group_size", low=1)
+        require(self, "max_sampling_attempts", low=1)
+        require(self, "critic_warmup_iterations", low=0)
+        for name in ("min_success_rate", "max_success_rate"):
+            require(self, name, low=0, high=1)
+        if self.min_success_rate > self.max_success_rate:
+            raise FieldError("min_success_rate", self.min_success_rate, f"must be <= max_success_rate={self.max_success_rate}")
 
     @property
     def rollout_mode(self) -> str:
@@ -113,8 +129,26 @@ class TrainerConfig:
     torch_threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
-            raise ValueError(f"trainer.time_limit_minutes={self.time_limit_minutes} must be > 0, or null for no limit")
+        from vla_rl.logging.trackers import TRACKERS
+
+        check_types(self)
+        for name in ("iterations", "rollout_steps", "num_env_workers", "num_stages", "envs_per_stage",
+                     "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads"):
+            require(self, name, low=1)
+        for name in ("eval_every", "checkpoint_every", "ray_num_cpus", "env_worker_cpus", "rollout_worker_cpus",
+                     "actor_cpus", "actor_gpus", "rollout_gpus"):
+            require(self, name, low=0)
+        require(self, "time_limit_minutes", low=0, low_open=True)
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise FieldError("device", self.device, "allowed: auto, cpu, cuda, cuda:N")
+        if any(i < 0 for i in self.profile_iterations):
+            raise FieldError("profile_iterations", self.profile_iterations, "iteration numbers must be >= 0")
+        unknown = [name for name in self.trackers if name not in TRACKERS]
+        if unknown:
+            raise FieldError("trackers", self.trackers, f"allowed: {', '.join(sorted(TRACKERS))}")
+        if self.init_policy is not None and not (Path(self.init_policy) / "config.json").is_file():
+            raise FieldError("init_policy", self.init_policy,
+                             "must be a save_pretrained folder (with config.json), e.g. RUN_DIR/sft/best")
 
     def sharding_config(self) -> ShardingConfig:
         return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
@@ -131,6 +165,8 @@ def _dataclass_from(cls: type, values: dict[str, Any], where: str) -> Any:
         raise ConfigError(f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; allowed: {', '.join(names)}")
     try:
         return cls(**values)
+    except FieldError as error:
+        raise ConfigError(error.under(where)) from None
     except (TypeError, ValueError) as error:
         raise ConfigError(f"'{where}': {error}") from None
 
@@ -140,12 +176,23 @@ def section(cfg: DictConfig, key: str, cls: type) -> Any:
     if key not in cfg:
         raise ConfigError(f"config lacks the section '{key}'")
     values = OmegaConf.to_container(cfg[key], resolve=True)
-    result = _dataclass_from(cls, values, key)
-    for f in dataclasses.fields(cls):
-        value = getattr(result, f.name)
-        expected = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        if expected in ("int", "float") and not isinstance(value, int | float) or (
-            expected == "bool" and not isinstance(value, bool)
-        ):
-            raise ConfigError(f"'{key}.{f.name}' must be {expected}, got {value!r}")
-    return result
+    return _dataclass_from(cls, values, key)
+
+
+def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
+    """The ``algo`` (with ``update`` and ``optim``) and ``trainer`` (with ``sharding``) sections, read.
+
+    Raises:
+        ConfigError: the first wrong key, with its value and what is allowed.
+    """
+    algo = section(cfg, "algo", AlgoConfig)
+    algo.update_config()
+    algo.optim_config()
+    trainer = section(cfg, "trainer", TrainerConfig)
+    trainer.sharding_config()
+    if algo.name == "grpo" and trainer.envs_per_stage % algo.group_size:
+        raise ConfigError(
+            f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "
+            f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
+        )
+    return algo, trainer

@@ -36,6 +36,16 @@ def _head_class(name: str) -> Any:
     return HEADS[name]
 
 
+def head_config(name: str, **options: Any) -> Any:
+    """The config dataclass of head ``name`` with ``options``; an unknown head or option is a ValueError
+    that lists the valid ones (checked before any model is built)."""
+    valid = head_option_names(name)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for action head {name!r}; valid options: {valid}")
+    return _head_class(name).config_class(**options)
+
+
 def build_head(
     name: str, embedding_dim: int, chunk_size: int, action_dim: int, rl_feature_dim: int = 0, **options: Any
 ) -> ActionHead:
@@ -52,10 +62,7 @@ def build_head(
             f"action head {name!r} does not read RL-only features, so policy.rl_vision cannot be enabled "
             f"with it; heads that read them: {readers}"
         )
-    valid = head_option_names(name)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for action head {name!r}; valid options: {valid}")
+    config = head_config(name, **options)
     for label, value in (
         ("embedding_dim", embedding_dim),
         ("chunk_size", chunk_size),
@@ -63,7 +70,6 @@ def build_head(
     ):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(f"action head {name!r}: {label}={value!r} must be a positive integer")
-    config = head_class.config_class(**options)
     if rl_feature_dim:
         return head_class(embedding_dim, chunk_size, action_dim, config, rl_feature_dim=rl_feature_dim)
     return head_class(embedding_dim, chunk_size, action_dim, config)

@@ -97,6 +97,9 @@ class ConsoleTracker:
     def log_table(self, key: str, rows: list[dict[str, Any]], step: int) -> None:
         pass  # tables are for the dashboards; the console shows their scalars
 
+    def rewind(self, step: int) -> None:
+        self.step = step
+
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()

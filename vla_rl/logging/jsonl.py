@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,20 @@ class JsonlTracker:
     def log_table(self, key: str, rows: list[dict[str, Any]], step: int) -> None:
         self._write_media({"step": int(step), "key": key, "kind": "table", "rows": rows})
 
+    def rewind(self, step: int) -> None:
+        """Drop the lines logged after ``step`` (and lines cut by a crash), atomically."""
+        self._metrics.close()
+        if self._media is not None:
+            self._media.close()
+            self._media = None
+        for path in (self.metrics_path, self.run_dir / MEDIA_FILE):
+            if path.is_file():
+                kept = [json.dumps(r) + "\n" for r in read_metrics(path) if int(r.get("step", 0)) <= step]
+                temporary = path.with_name(path.name + ".tmp")
+                temporary.write_text("".join(kept), encoding="utf-8")
+                os.replace(temporary, path)
+        self._metrics = self.metrics_path.open("a", encoding="utf-8")
+
     def close(self) -> None:
         self._metrics.close()
         if self._media is not None:
@@ -54,7 +69,7 @@ class JsonlTracker:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a metrics.jsonl file (a line that is not JSON, cut by a crash, is skipped)."""
+    """The records of a metrics.jsonl (or media.jsonl) file (a line that is not JSON, cut by a crash, is skipped)."""
     records = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if not line.strip():

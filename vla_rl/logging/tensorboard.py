@@ -37,5 +37,12 @@ class TensorBoardTracker:
     def log_table(self, key: str, rows: list[dict[str, Any]], step: int) -> None:
         self.writer.add_text(key, rows_to_markdown(rows), global_step=step)
 
+    def rewind(self, step: int) -> None:
+        """Reopen the writer with ``purge_step``: TensorBoard drops the events after ``step``."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer.close()
+        self.writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=step + 1)
+
     def close(self) -> None:
         self.writer.close()

@@ -22,6 +22,10 @@ class Tracker(Protocol):
 
     def log_table(self, key: str, rows: list[dict[str, Any]], step: int) -> None: ...
 
+    def rewind(self, step: int) -> None:
+        """Forget what was logged after ``step`` (a run resumed from a checkpoint at ``step``)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -54,6 +58,10 @@ class CompositeTracker:
     def log_table(self, key: str, rows: list[dict[str, Any]], step: int) -> None:
         for tracker in self.trackers:
             tracker.log_table(key, rows, step)
+
+    def rewind(self, step: int) -> None:
+        for tracker in self.trackers:
+            tracker.rewind(step)
 
     def find(self, kind: type) -> Any:
         """The first tracker of class ``kind``, or None (e.g. the console's progress bars)."""

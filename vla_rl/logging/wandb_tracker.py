@@ -48,5 +48,8 @@ class WandbTracker:
             return self.wandb.Video(str(value), format="mp4")
         return value
 
+    def rewind(self, step: int) -> None:
+        pass  # each process logs a new wandb run, which starts its own step count
+
     def close(self) -> None:
         self.run.finish()

@@ -7,10 +7,13 @@ A run folder holds::
         model_optim/          DCP shards of {"model": ..., "optim": ...}; loadable at any world size
         trainer_state.pt      iteration, RNG states, env seeds, sampler position (torch.save)
         policy/               the exportable policy (save_pretrained)
+      iter_000020.corrupt/    a checkpoint that did not load, set aside by resume (never pruned)
       latest                  text file naming the newest complete checkpoint
 
 A checkpoint becomes visible only by the final rename, so a crash mid-save leaves the
-previous checkpoint as the latest. Only the newest ``keep_last`` are kept.
+previous checkpoint as the latest. Only the newest ``keep_last`` are kept. The optimizer
+state covers every trainable parameter (``vla_rl.workers.actor_worker.initialize_adam_state``),
+so a checkpoint loads whatever has had a gradient so far.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from torch.distributed.checkpoint.state_dict import (
 
 CHECKPOINT_PREFIX = "iter_"
 LATEST = "latest"
+
+
+class CheckpointLoadError(RuntimeError):
+    """No checkpoint of a run loads; the message names the folder, the failure and what to do."""
 
 
 def checkpoint_name(iteration: int) -> str:
@@ -70,13 +77,25 @@ def finalize(root: Path, iteration: int, keep_last: int) -> Path:
     if final.exists():
         shutil.rmtree(final)
     os.replace(temporary_path(root, iteration), final)
-    latest_tmp = root / (LATEST + ".tmp")
-    latest_tmp.write_text(final.name)
-    os.replace(latest_tmp, root / LATEST)
-    complete = sorted(p for p in root.glob(CHECKPOINT_PREFIX + "*") if not p.name.endswith(".tmp"))
-    for old in complete[: max(0, len(complete) - keep_last)]:
+    _point_latest_at(root, final)
+    complete = complete_checkpoints(root)
+    for old in complete[keep_last:]:
         shutil.rmtree(old)
     return final
+
+
+def _point_latest_at(root: Path, checkpoint: Path) -> None:
+    latest_tmp = Path(root) / (LATEST + ".tmp")
+    latest_tmp.write_text(checkpoint.name)
+    os.replace(latest_tmp, Path(root) / LATEST)
+
+
+def complete_checkpoints(root: Path) -> list[Path]:
+    """The complete checkpoints under ``root``, newest first (``iter_NNNNNN`` folders; not ``.tmp`` or
+    ``.corrupt`` ones)."""
+    folders = [p for p in Path(root).glob(CHECKPOINT_PREFIX + "*") if p.is_dir()]
+    complete = [p for p in folders if p.name[len(CHECKPOINT_PREFIX) :].isdigit()]
+    return sorted(complete, key=lambda p: p.name, reverse=True)
 
 
 def latest_checkpoint(root: Path) -> Path | None:
@@ -88,6 +107,20 @@ def latest_checkpoint(root: Path) -> Path | None:
     if not path.is_dir():
         raise FileNotFoundError(f"{pointer} names {path.name}, which does not exist; remove {pointer} to start fresh")
     return path
+
+
+def set_aside(root: Path, checkpoint: Path, fallback: Path | None) -> Path:
+    """Rename a checkpoint that does not load to ``<name>.corrupt`` (kept for inspection, never pruned) and
+    point ``latest`` at ``fallback`` (or remove the pointer). Returns the new path."""
+    aside = checkpoint.with_name(checkpoint.name + ".corrupt")
+    if aside.exists():
+        shutil.rmtree(aside)
+    os.replace(checkpoint, aside)
+    if fallback is not None:
+        _point_latest_at(root, fallback)
+    else:
+        (Path(root) / LATEST).unlink(missing_ok=True)
+    return aside
 
 
 def barrier() -> None:

@@ -25,6 +25,8 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 
+from vla_rl.fields import check_types, require
+
 # Methods of the policy protocol and of action heads that run the module's computation besides
 # ``forward``: FSDP must gather the parameters around them too.
 FORWARD_METHODS = ("act", "evaluate", "value", "embed", "bc_loss", "sample", "log_prob")
@@ -46,6 +48,11 @@ class ShardingConfig:
     reduce_dtype: str = "float32"
     cpu_offload: bool = False
     reshard_after_forward: bool = True
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name in ("param_dtype", "reduce_dtype"):
+            require(self, name, choices=DTYPES)
 
     def mixed_precision(self) -> MixedPrecisionPolicy:
         for key in ("param_dtype", "reduce_dtype"):

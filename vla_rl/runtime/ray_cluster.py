@@ -34,6 +34,33 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus or max(4, os.cpu_count() or 1), _temp_dir=temp_dir, **kwargs)
+        _start_reaper_once()
+    _end_like_ctrl_c_on_sigterm()
+
+
+def _end_like_ctrl_c_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in the driver, so ``finally`` blocks shut the worker groups and Ray
+    down. Set after ``ray.init``, whose own SIGTERM handler would abort the driver without cleaning up."""
+    import signal
+    import threading
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+_reaper = None
+
+
+def _start_reaper_once() -> None:
+    """Ray processes of this driver die with it, even after ``kill -9`` (:mod:`vla_rl.runtime.reaper`)."""
+    global _reaper
+    if _reaper is None or _reaper.poll() is not None:
+        from vla_rl.runtime.reaper import start_reaper
+
+        _reaper = start_reaper(os.getpid())
 
 
 def shutdown_ray() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
+from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.checkpoint import load_sharded, save_sharded
 from vla_rl.runtime.device import resolve_device
 from vla_rl.runtime.distributed import init_distributed, shutdown_distributed
@@ -44,6 +45,19 @@ class OptimConfig:
     total_steps: int = 0
     min_lr_ratio: float = 0.1
 
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name in ("lr", "critic_lr"):
+            require(self, name, low=0, low_open=True)
+        require(self, "weight_decay", low=0)
+        for beta in self.betas:
+            if not 0 <= beta < 1:
+                raise FieldError("betas", list(self.betas), "each must lie in [0, 1)")
+        for name in ("warmup_steps", "total_steps"):
+            require(self, name, low=0)
+        require(self, "schedule", choices=("constant", "cosine"))
+        require(self, "min_lr_ratio", low=0, high=1)
+
     def lr_factor(self, step: int) -> float:
         if self.warmup_steps and step < self.warmup_steps:
             return (step + 1) / self.warmup_steps
@@ -63,7 +77,28 @@ def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.
     groups = [{"params": actor, "lr": config.lr, "name": "actor"}]
     if critic:
         groups.append({"params": critic, "lr": config.critic_lr, "name": "critic"})
-    return torch.optim.AdamW(groups, betas=config.betas, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(groups, betas=config.betas, weight_decay=config.weight_decay)
+    initialize_adam_state(optimizer)
+    return optimizer
+
+
+def initialize_adam_state(optimizer: torch.optim.Optimizer) -> None:
+    """Give every parameter the state Adam would create at its first step (step 0, zero moments).
+
+    Adam creates a parameter's state lazily, at the first step where it has a gradient, so a
+    checkpoint would lack the parameters that have had none yet (a detached embedding, the
+    flow during critic warm-up, the critic under GRPO), and loading it into a fresh optimizer,
+    which asks for every parameter, would fail. Filled in advance, the state is the same as
+    Adam's own lazy initialisation, so training is unchanged and every checkpoint is complete.
+    """
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if not optimizer.state[parameter]:
+                optimizer.state[parameter] = {
+                    "step": torch.tensor(0.0, dtype=torch.float32),
+                    "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+                    "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+                }
 
 
 class ActorWorker:

@@ -23,6 +23,7 @@ and value), ``old_log_prob`` (B, H, A), ``advantage`` (B,), ``return`` (B,), ``v
 
 from __future__ import annotations
 
+import typing
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -30,9 +31,17 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from policies.heads.base import reduce_log_prob
-from vla_rl.algos.kl import kl_loss
-from vla_rl.algos.losses import PolicyLossConfig, entropy_bonus_loss, get_policy_loss, value_loss
+from policies.heads.base import LogProbGranularity, reduce_log_prob
+from vla_rl.algos.aggregation import LOSS_AGGREGATIONS
+from vla_rl.algos.kl import KL_ESTIMATORS, kl_loss
+from vla_rl.algos.losses import (
+    POLICY_LOSSES,
+    PolicyLossConfig,
+    entropy_bonus_loss,
+    get_policy_loss,
+    value_loss,
+)
+from vla_rl.fields import check_types, require
 from vla_rl.runtime.fsdp import set_gradient_sync
 
 TOKENS_PER_STEP_MODES = ("token-mean", "seq-mean-token-sum-norm")
@@ -70,6 +79,20 @@ class UpdateConfig:
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     max_grad_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name in ("epochs", "num_minibatches", "micro_batch_size"):
+            require(self, name, low=1)
+        require(self, "policy_loss", choices=sorted(POLICY_LOSSES))
+        require(self, "aggregation", choices=sorted(LOSS_AGGREGATIONS))
+        require(self, "log_prob_granularity", choices=typing.get_args(LogProbGranularity))
+        require(self, "kl_estimator", choices=sorted(KL_ESTIMATORS))
+        for name in ("clip_low", "clip_high", "log_ratio_clamp", "value_clip", "value_huber_delta", "max_grad_norm"):
+            require(self, name, low=0, low_open=True)
+        require(self, "dual_clip_c", low=1, low_open=True)
+        for name in ("vf_coef", "entropy_coef", "kl_coef"):
+            require(self, name, low=0)
 
     def policy_loss_config(self) -> PolicyLossConfig:
         return PolicyLossConfig(

@@ -1,0 +1,97 @@
+"""Type and range checks for the fields of config dataclasses.
+
+A config dataclass checks its own values in ``__post_init__``: ``check_types(self)`` against its
+annotations, then ranges with :func:`require`. A failure is a :class:`FieldError` naming the field,
+its value and what is allowed; the config layer prefixes the section (``algo.update.clip_low``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any
+
+
+class FieldError(ValueError):
+    """One field's value is wrong: ``field``, ``value`` and what is ``allowed``."""
+
+    def __init__(self, field: str, value: Any, allowed: str):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}={value!r}: {allowed}")
+
+    def under(self, section: str) -> str:
+        """The one-line message with the full key, e.g. ``'algo.update.clip_low'=-0.1: must be > 0``."""
+        return f"'{section}.{self.field}'={self.value!r}: {self.allowed}"
+
+
+def _matches(value: Any, annotation: Any) -> bool:
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, option) for option in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            return False
+        arguments = typing.get_args(annotation)
+        if origin is tuple and arguments and arguments[-1] is not Ellipsis:
+            return len(value) == len(arguments) and all(map(_matches, value, arguments))
+        return all(_matches(item, arguments[0]) for item in value) if arguments else True
+    if origin is dict:
+        return isinstance(value, dict)
+    return True  # anything else (a nested dataclass, a class) is checked by its own __post_init__
+
+
+def _type_name(annotation: Any) -> str:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation)).replace("NoneType", "null")
+
+
+def check_types(instance: Any) -> None:
+    """Every field of the dataclass ``instance`` has a value of its annotated type.
+
+    Raises:
+        FieldError: the first field whose value does not match (ints pass as floats, bools never as ints).
+    """
+    hints = typing.get_type_hints(type(instance))
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        if not _matches(value, hints[field.name]):
+            raise FieldError(field.name, value, f"must be {_type_name(hints[field.name])}")
+
+
+def require(instance: Any, name: str, *, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False, choices: typing.Iterable[Any] | None = None) -> None:
+    """Field ``name`` of ``instance`` lies in the range (or is one of ``choices``); None passes (optional fields).
+
+    Raises:
+        FieldError: naming the field, its value and the allowed range or choices.
+    """  # fmt: skip
+    value = getattr(instance, name)
+    if value is None:
+        return
+    if choices is not None:
+        allowed = list(choices)
+        if value not in allowed:
+            raise FieldError(name, value, f"allowed: {', '.join(map(str, allowed))}")
+        return
+    number = float(value)
+    too_low = low is not None and (number <= low if low_open else number < low)
+    too_high = high is not None and (number >= high if high_open else number > high)
+    if math.isnan(number) or too_low or too_high:
+        left = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
+        right = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
+        raise FieldError(name, value, "must be " + " and ".join(part for part in (left, right) if part))
