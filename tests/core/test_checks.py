@@ -31,3 +31,29 @@ def test_each_defect_fails_its_check_and_stops_there(env_class, failing_check):
     assert error.value.check == failing_check
     assert results[-1].name == failing_check and not results[-1].passed
     assert all(r.passed for r in results[:-1])
+
+
+@pytest.mark.parametrize(
+    ("env_class", "failing_check", "message"),
+    [
+        (point_env.WrongActionBoundsPointEnv, "spec", "action_space bounds differ from env_spec.action_low/high"),
+        (point_env.WrongCameraNamesPointEnv, "spec", "image keys ('top',) differ from env_spec.camera_names ('front',)"),
+        (point_env.DriftingPointEnv, "determinism", "observations differ at step 2 for seed 123"),
+        (point_env.FloatSuccessPointEnv, "success", "info['is_success'] must be a bool"),
+        (point_env.SilentSuccessPointEnv, "success", "step info lacks 'is_success'"),
+    ],
+)
+def test_spec_determinism_and_success_checks_catch_their_defect(env_class, failing_check, message):
+    """Each env passes every check before ``failing_check`` and fails that one, with its message.
+
+    The drifting env is deterministic for one step, so gymnasium's own checker passes it and only
+    our multi-step determinism check can catch it; the success envs report a float or nothing.
+    """
+    results: list[CheckResult] = []
+    with pytest.raises(ConformanceError) as error:
+        run_checks(lambda: env_class("reach_red"), report=results.append)
+    assert error.value.check == failing_check
+    assert str(error.value) == f"[{failing_check}] {message}"
+    names = ["spec", "gymnasium", "observation", "determinism", "success", "reset-options", "bad-action"]
+    assert [r.name for r in results] == names[: names.index(failing_check) + 1]
+    assert [r.passed for r in results] == [True] * (len(results) - 1) + [False]

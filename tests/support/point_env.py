@@ -7,6 +7,8 @@ as a user's own env would be. Subclasses with one defect each test that the kit 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
@@ -103,3 +105,41 @@ class IgnoresInitStatePointEnv(PointEnv):
     def reset(self, *, seed=None, options=None):
         options = {k: v for k, v in (options or {}).items() if k != "init_state"}
         return super().reset(seed=seed, options=options)
+
+
+class WrongActionBoundsPointEnv(PointEnv):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.action_space = __import__("gymnasium").spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+
+
+class WrongCameraNamesPointEnv(PointEnv):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.env_spec = replace(self.env_spec, camera_names=("front",))
+
+
+class DriftingPointEnv(PointEnv):
+    """From the second step on, an unseeded wind pushes the point (gymnasium checks only one step)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wind = np.random.default_rng()
+
+    def step(self, action):
+        if self.steps >= 1:
+            self.position = np.clip(self.position + self.wind.uniform(-0.05, 0.05, 2), -1, 1)
+        return super().step(action)
+
+
+class FloatSuccessPointEnv(PointEnv):
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, reward, terminated, truncated, {**info, "is_success": float(info["is_success"])}
+
+
+class SilentSuccessPointEnv(PointEnv):
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        del info["is_success"]
+        return observation, reward, terminated, truncated, info
