@@ -9,7 +9,8 @@ from envs.builtin.tabletop import make_tabletop_env
 from envs.builtin.tasks import TASKS
 from envs.experts import available_experts, get_expert
 
-EPISODES = 20
+# The README: "Scripted experts succeed in 100% of 100 seeded episodes per task." (seeds 0..99).
+EPISODES = 100
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +31,13 @@ def run_episode(env, expert, seed: int, task: str) -> bool:
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_expert_succeeds_in_at_least_95_percent(env, task):
+def test_expert_succeeds_in_all_100_seeded_episodes_as_the_readme_states(env, task):
+    """Pins the README's rate, 100% of 100 seeded episodes (seeds 0..99): a looser bound (say 95% of 20)
+    lets an expert that fails one episode in 30 through, and its demonstrations feed every SFT run."""
     env.reset(seed=0, options={"task": task})
     expert = get_expert("tabletop", task, env, noise_std=0.0, seed=0)
-    successes = sum(run_episode(env, expert, 1000 + seed, task) for seed in range(EPISODES))
-    assert successes / EPISODES >= 0.95, f"{task}: {successes}/{EPISODES}"
+    failed = [seed for seed in range(EPISODES) if not run_episode(env, expert, seed, task)]
+    assert failed == [], f"{task}: the expert failed from seeds {failed} ({EPISODES - len(failed)}/{EPISODES})"
 
 
 def test_noisy_expert_gives_different_actions_and_still_works(env):
