@@ -9,7 +9,8 @@ editing this repository, either by registering it::
     register("my_robot", "my_pkg.my_env:make", tasks=("pick", "place"))
 
 or by giving the factory's import path wherever a name is expected
-(``env.factory=my_pkg.my_env:make`` in a config, ``vla-rl envs check my_pkg.my_env:make``).
+(``env.id=my_pkg.my_env:make`` in a config or on the command line,
+``vla-rl envs check my_pkg.my_env:make``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,9 @@ def metric_series(records: list[dict[str, Any]]) -> dict[str, tuple[list[int], l
 
 
 def plot_run(run_dir: str | Path, output_dir: str | Path | None = None) -> list[Path]:
-    """Draw the figures of ``run_dir/metrics.jsonl`` into ``output_dir`` (default ``run_dir/plots``).
+    """Draw the figures of ``run_dir/metrics.jsonl`` into ``output_dir`` (default: ``plots/`` beside the file).
+
+    A run folder of ``vla-rl train`` keeps its RL metrics in ``rl/``: ``run_dir/rl/metrics.jsonl`` is used then.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no metrics.jsonl.
@@ -62,9 +64,12 @@ def plot_run(run_dir: str | Path, output_dir: str | Path | None = None) -> list[
 
     run_dir = Path(run_dir)
     metrics_path = run_dir / METRICS_FILE if run_dir.is_dir() else run_dir
+    if run_dir.is_dir() and not metrics_path.is_file() and (run_dir / "rl" / METRICS_FILE).is_file():
+        metrics_path = run_dir / "rl" / METRICS_FILE  # a `vla-rl train` run folder: its RL curves
     if not metrics_path.is_file():
         raise FileNotFoundError(
-            f"no {METRICS_FILE} in {str(run_dir)!r}; pass a run folder written by `vla-rl train` or `vla-rl eval`"
+            f"no {METRICS_FILE} in {str(run_dir)!r} (nor in its rl/); pass a run folder written by `vla-rl train` "
+            "or `vla-rl eval`, or the metrics file itself"
         )
     series = metric_series(read_metrics(metrics_path))
     if not series:

@@ -71,12 +71,30 @@ def test_checkpoint_and_run_folders_resolve_to_the_latest_policy(tmp_path):
     assert resolve_policy_folder(tmp_path / "checkpoints" / "iter_000007") == latest.parents[1] / "iter_000007/policy"
 
 
+def test_a_train_run_folder_resolves_to_its_rl_policy_else_its_sft_policy(tmp_path):
+    """``eval.policy=RUN_DIR`` for a folder of `vla-rl train`: checkpoints live under RUN_DIR/rl."""
+    (tmp_path / "sft" / "best").mkdir(parents=True)
+    (tmp_path / "sft" / "best" / "config.json").write_text("{}")
+    assert resolve_policy_folder(tmp_path) == tmp_path / "sft" / "best"  # stopped after SFT
+    for iteration in (3, 12):
+        (tmp_path / "rl" / "checkpoints" / f"iter_{iteration:06d}" / "policy").mkdir(parents=True)
+    assert resolve_policy_folder(tmp_path) == tmp_path / "rl" / "checkpoints" / "iter_000012" / "policy"
+    assert resolve_policy_folder(tmp_path / "rl") == tmp_path / "rl" / "checkpoints" / "iter_000012" / "policy"
+
+
 def test_plot_command(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "eval/success_rate": 0.5}) + "\n")
     assert main(["plot", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "plots" / "success.png")
     assert main(["plot", str(tmp_path / "missing")]) == 2
     assert "no metrics.jsonl in" in capsys.readouterr().err
+
+
+def test_plot_command_on_a_train_run_folder_draws_its_rl_metrics(tmp_path, capsys):
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "metrics.jsonl").write_text(json.dumps({"step": 1, "train/success_rate": 0.5}) + "\n")
+    assert main(["plot", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "rl" / "plots" / "success.png")
 
 
 def test_ray_workers_give_the_same_episodes_as_one_process(tmp_path):

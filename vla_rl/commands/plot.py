@@ -25,7 +25,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     plot = commands.add_parser("plot", help="draw learning curves of a run as PNG files",
                                description="Draw success rate, return, losses and throughput from RUN_DIR/"
-                               "metrics.jsonl into RUN_DIR/plots (or --output).")  # fmt: skip
-    plot.add_argument("run_dir", help="a run folder holding metrics.jsonl (or the file itself)")
-    plot.add_argument("--output", default=None, help="folder for the PNG files (default: RUN_DIR/plots)")
+                               "metrics.jsonl (a `vla-rl train` run folder: RUN_DIR/rl/metrics.jsonl) into plots/ "
+                               "beside it (or --output).")  # fmt: skip
+    plot.add_argument("run_dir", help="a run folder holding metrics.jsonl or rl/metrics.jsonl (or the file itself)")
+    plot.add_argument("--output", default=None, help="folder for the PNG files (default: plots/ beside metrics.jsonl)")
     plot.set_defaults(func=cmd_plot)

@@ -109,7 +109,8 @@ def resolve_policy_folder(path: str | Path) -> Path:
     """The exported (``save_pretrained``) folder that ``path`` designates.
 
     ``path`` may be that folder, a training checkpoint ``checkpoints/iter_XXXXXX`` (its ``policy/``),
-    a ``checkpoints`` folder or a run folder (their latest checkpoint).
+    a ``checkpoints`` folder, an RL folder holding ``checkpoints/`` (their latest checkpoint), or a run
+    folder of ``vla-rl train`` (the latest checkpoint of its ``rl/``; without one, its SFT policy ``sft/best``).
 
     Raises:
         PolicyLoadError: the path does not exist, is a file, or holds none of these.
@@ -117,7 +118,7 @@ def resolve_policy_folder(path: str | Path) -> Path:
     path = Path(path).expanduser()
     expected = (
         "pass an exported policy folder (config.json + model.safetensors), a training checkpoint "
-        "(checkpoints/iter_XXXXXX with policy/ inside) or a run folder"
+        "(checkpoints/iter_XXXXXX with policy/ inside) or a run folder (RUN_DIR of `vla-rl train`, or its rl/)"
     )
     if not path.exists():
         raise PolicyLoadError(f"policy path {str(path)!r} does not exist; {expected}")
@@ -127,10 +128,12 @@ def resolve_policy_folder(path: str | Path) -> Path:
         return path
     if (path / "policy").is_dir():
         return path / "policy"
-    for folder in (path, path / "checkpoints"):
+    for folder in (path, path / "checkpoints", path / "rl" / "checkpoints"):
         checkpoints = [(i, c) for i, c in _checkpoints_of(folder) if (c / "policy").is_dir()]
         if checkpoints:
             return checkpoints[-1][1] / "policy"
+    if (path / "sft" / "best" / "config.json").is_file():  # a train run that stopped after SFT
+        return path / "sft" / "best"
     contents = sorted(p.name for p in path.iterdir())[:10]
     raise PolicyLoadError(f"{str(path)!r} holds no policy (its contents: {contents}); {expected}")
 
