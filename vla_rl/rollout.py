@@ -24,6 +24,7 @@ The result is a ``TensorDict`` with batch dims ``[num_envs, num_steps]`` in the 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ import torch
 from tensordict import TensorDict
 
 from vla_rl.algos.advantages import next_values_from
+from vla_rl.runtime.profiling import PhaseTimer
 from vla_rl.workers.env_group import EnvWorkerGroup, concat_observations
 
 NOT_EXTRAS = ("log_prob", "value")
@@ -74,6 +76,7 @@ class RolloutCollector:
         self.env_group = env_group
         self.rollout_worker = rollout_worker
         self.tasks = tasks
+        self.timer = PhaseTimer()  # where the driver waits: the rollout profile (profile_rollout)
 
     @property
     def num_stages(self) -> int:
@@ -105,21 +108,25 @@ class RolloutCollector:
         act = self.rollout_worker.act.remote
         # A Ray actor runs one caller's calls in order: the seed is set before the first act.
         seeded = self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy"))
-        observation = [self._reset_stage(0, mode, seed, iteration, attempt, group_size)]
-        pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
-        observation += [self._reset_stage(s, mode, seed, iteration, attempt, group_size) for s in range(1, stages)]
-        ray.get(seeded)
+        timer = self.timer
+        with timer.phase("reset_envs"):
+            observation = [self._reset_stage(0, mode, seed, iteration, attempt, group_size)]
+            pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
+            observation += [self._reset_stage(s, mode, seed, iteration, attempt, group_size) for s in range(1, stages)]
+            ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
         episodes: list[dict] = []
         for t in range(num_steps):
             for s in range(stages):
-                actions, extras = ray.get(pending_act.pop(s))
+                with timer.phase(f"stage{s}/wait_for_actions"):
+                    actions, extras = ray.get(pending_act.pop(s))
                 stepping = self.env_group.step_async(s, actions)
                 following = (s + 1) % stages
                 last = t == num_steps - 1 and following == 0
                 if stages > 1 and not last:
                     pending_act[following] = act(observation[following], deterministic)  # overlaps the env step
-                result = self.env_group.wait(stepping)
+                with timer.phase(f"stage{s}/wait_for_env_step"):
+                    result = self.env_group.wait(stepping)
                 records[s].append({"observation": observation[s], "actions": actions, "extras": extras,
                                    "result": result})  # fmt: skip
                 episodes.extend({**e, "stage": s} for e in result.finished_episodes)
@@ -128,7 +135,28 @@ class RolloutCollector:
                     pending_act[0] = act(observation[0], deterministic)
             if mode == "episodes" and not any(_still_running(r[-1]["result"]).any() for r in records):
                 break  # every episode has ended
-        return self._assemble(records, observation, episodes, mode, group_size)
+        with timer.phase("assemble_batch"):
+            return self._assemble(records, observation, episodes, mode, group_size)
+
+    def collect_profiled(self, num_steps: int, seed: int, iteration: int, mode: str = "continuing",
+                         group_size: int = 1, attempt: int = 0) -> tuple[Rollout, dict]:
+        """:meth:`collect`, and where its time went: the driver's waits, each env worker's stepping,
+        rendering and resets per stage, the rollout worker's inference per policy module (each denoising
+        step is one call of the head's network). Seconds and calls per phase; ``wall_s`` for the rollout."""  # fmt: skip
+        self.timer.pop()
+        self.env_group.call_all("timings")
+        ray.get(self.rollout_worker.timings.remote(forward_details=True))
+        started = time.perf_counter()
+        rollout = self.collect(num_steps, seed, iteration, mode, group_size, attempt)
+        wall = time.perf_counter() - started
+        workers = self.env_group.call_all("timings")
+        return rollout, {
+            "wall_s": wall,
+            "env_steps": rollout.env_steps,
+            "driver": self.timer.pop(),
+            "env_workers": {f"env_worker{index}": table for index, table in enumerate(workers)},
+            "rollout_worker": ray.get(self.rollout_worker.timings.remote()),
+        }
 
     def _assemble(self, records, final_observation, episodes, mode, group_size) -> Rollout:
         steps = len(records[0])
@@ -198,3 +226,22 @@ class RolloutCollector:
             final_values[s * size : (s + 1) * size, t] = values[index * size : (index + 1) * size]
         last_values = values[len(wanted) * size :]
         return final_values, last_values
+
+
+def rollout_profile_table(profile: dict) -> str:
+    """The profile of :meth:`RolloutCollector.collect_profiled` as Markdown: one row per process and phase,
+    its seconds, share of the rollout's wall time, calls and milliseconds per call."""
+    wall = profile["wall_s"]
+    lines = [
+        f"Rollout: {wall:.3f} s wall, {profile['env_steps']} env steps ({profile['env_steps'] / wall:.0f} env steps/s).",
+        "",
+        "| process | phase | seconds | share of wall | calls | ms per call |",
+        "|---|---|---|---|---|---|",
+    ]
+    processes = {"driver": profile["driver"], **profile["env_workers"], "rollout_worker": profile["rollout_worker"]}
+    for process, table in processes.items():
+        for phase, entry in sorted(table.items()):
+            seconds, calls = entry["seconds"], max(int(entry["calls"]), 1)
+            lines.append(f"| {process} | {phase} | {seconds:.3f} | {seconds / wall:.0%} | {int(entry['calls'])} | "
+                         f"{1000 * seconds / calls:.2f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"

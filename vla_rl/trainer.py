@@ -25,7 +25,14 @@ from tensordict import TensorDict
 from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
-from vla_rl.rollout import Rollout, RolloutCollector, derived_seed, rows_without_episode_end
+from vla_rl.data.statistics import write_json_atomic
+from vla_rl.rollout import (
+    Rollout,
+    RolloutCollector,
+    derived_seed,
+    rollout_profile_table,
+    rows_without_episode_end,
+)
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.trainer_config import AlgoConfig, TrainerConfig
@@ -88,7 +95,7 @@ class Trainer:
             with timer.phase("sync_weights"):
                 self.sync_weights()
             with timer.phase("rollout"):
-                rollout = self.collect_rollout(iteration)
+                rollout = self.collect_rollout(iteration, self._profile_folder(iteration) if profiling else None)
             with timer.phase("advantages"):
                 batch, advantage_metrics = self.compute_advantages(rollout)
             update_metrics = {"train/skipped_update": 1.0}
@@ -146,12 +153,20 @@ class Trainer:
         ray.get(self.rollout_worker.set_weights.remote(weights, self.state.weights_version))
         self.synced_version = self.state.weights_version
 
-    def collect_rollout(self, iteration: int) -> Rollout:
+    def collect_rollout(self, iteration: int, profile_folder: Path | None = None) -> Rollout:
+        """The iteration's rollout (with dynamic sampling: several); with ``profile_folder``, the first one's
+        profile goes to ``rollout_profile.json`` and ``rollout_profile.md`` there."""
         algo = self.algo
         steps, mode = self.config.rollout_steps, algo.rollout_mode
 
         def collect(attempt: int) -> Rollout:
-            return self.collector.collect(steps, self.seed, iteration, mode, algo.group_size, attempt)
+            if profile_folder is None or attempt:
+                return self.collector.collect(steps, self.seed, iteration, mode, algo.group_size, attempt)
+            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, mode, algo.group_size)
+            profile_folder.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(profile_folder / "rollout_profile.json", profile)
+            (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
+            return rollout
 
         if not algo.dynamic_sampling:
             rollout = collect(0)
@@ -292,8 +307,11 @@ class Trainer:
         self.tracker.log_scalars(metrics, step=iteration + 1)
 
     # ------------------------------------------------------------------ profiling
+    def _profile_folder(self, iteration: int) -> Path:
+        return self.run_dir / "profile" / f"iter_{iteration:06d}"
+
     def _start_profiling(self, iteration: int) -> None:
-        folder = self.run_dir / "profile" / f"iter_{iteration:06d}"
+        folder = self._profile_folder(iteration)
         self.actors.call("start_profile", str(folder / "actor_rank{rank}.json"))
         ray.get(self.rollout_worker.start_profile.remote(str(folder / "rollout_worker.json")))
         self.collector.env_group.call_all("start_profile", str(folder / "env_worker{index}.json"))

@@ -23,7 +23,9 @@ def test_profiled_iteration_writes_traces_of_every_worker_group_and_a_timing_tab
     with rl_run(cfg, tmp_path) as trainer:
         trainer.fit()
     folder = tmp_path / "profile" / "iter_000000"
-    assert sorted(p.name for p in folder.iterdir()) == ["actor_rank0.json", "env_worker0.json", "rollout_worker.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "actor_rank0.json", "env_worker0.json", "rollout_profile.json", "rollout_profile.md", "rollout_worker.json",
+    ]  # fmt: skip
     assert not (tmp_path / "profile" / "iter_000001").exists()  # only the chosen iteration
 
     # The env worker's trace holds one step_chunk span per chunk step: rollout_steps x num_stages calls.
@@ -48,3 +50,26 @@ def test_profiled_iteration_writes_traces_of_every_worker_group_and_a_timing_tab
         assert float(cell) == round(logged[f"timing/{phase}_s"], 3)
         assert float(cell) >= 0.0
     assert float(cells[1 + PHASES.index("rollout")]) > 0.0
+
+
+def test_the_rollout_profile_counts_every_env_step_render_and_denoising_step(ray_session, tmp_path):
+    cfg = load_config([*TINY, "trainer.iterations=1", "trainer.profile_iterations=[0]", "trainer.checkpoint_every=0"])
+    with rl_run(cfg, tmp_path) as trainer:
+        trainer.fit()
+    profile = json.loads((tmp_path / "profile" / "iter_000000" / "rollout_profile.json").read_text())
+    steps, stages, envs = cfg.trainer.rollout_steps, cfg.trainer.num_stages, cfg.trainer.envs_per_stage
+    worker = profile["env_workers"]["env_worker0"]
+    for stage in range(stages):
+        assert worker[f"stage{stage}/step_call"]["calls"] == steps
+        assert worker[f"stage{stage}/env_step"]["calls"] == steps * envs  # one chunk per env and step
+        # the tabletop suite renders once per chunk, at its end (reach episodes outlast this window)
+        assert worker[f"stage{stage}/render_at_chunk_end"]["calls"] == steps * envs
+        assert worker[f"stage{stage}/env_step"]["seconds"] <= worker[f"stage{stage}/step_call"]["seconds"]
+        assert profile["driver"][f"stage{stage}/wait_for_actions"]["calls"] == steps
+    inference = profile["rollout_worker"]
+    assert inference["act_call"]["calls"] == steps * stages
+    # the flow head's velocity network runs once per denoising step of every act (and again for its log-prob)
+    denoising = [name for name in inference if name.startswith("forward/head.")]
+    assert denoising and max(inference[n]["calls"] for n in denoising) % (steps * stages) == 0
+    table = (tmp_path / "profile" / "iter_000000" / "rollout_profile.md").read_text()
+    assert "| env_worker0 | stage0/env_step |" in table and "| rollout_worker | act_call |" in table

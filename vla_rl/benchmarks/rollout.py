@@ -9,8 +9,10 @@ is built from the run's config and measured two ways, in alternating rounds:
 - rollout: :meth:`vla_rl.rollout.RolloutCollector.collect` with the policy of a rollout worker
   (inference, pipelining, observation transfer, batch assembly and bootstrap values included).
 
-``ratio`` = rollout / raw env steps per second; near 1 means the policy and the driver hide
-behind simulation.
+``ratio`` = rollout / raw env steps per second, per round; near 1 means the policy and the driver hide
+behind simulation. Each figure runs for at least ``MIN_SECONDS_PER_FIGURE``; the JSON gives the median
+and range over ``repeats`` rounds, and a profile of one more rollout (each process's busy share of its
+wall time, where the driver waited; :meth:`vla_rl.rollout.RolloutCollector.collect_profiled`).
 """
 
 from __future__ import annotations
@@ -52,8 +54,56 @@ def random_action_steps(
     return executed
 
 
-def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_worker: Any, repeats: int) -> dict:
-    """Raw and rollout env steps/s of ``env_group`` (one split of the run's envs into stages)."""
+MIN_SECONDS_PER_FIGURE = 3.0
+
+
+def until(seconds: float, function) -> tuple[float, int]:
+    """Call ``function(call_index) -> env steps`` until ``seconds`` have passed; (seconds, env steps)."""
+    elapsed, steps, calls = 0.0, 0, 0
+    while elapsed < seconds or calls == 0:
+        spent, executed = timed(lambda c=calls: function(c))
+        elapsed, steps, calls = elapsed + spent, steps + executed, calls + 1
+    return elapsed, steps
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": round(float(np.median(values)), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
+
+
+def profile_summary(profile: dict) -> dict[str, float]:
+    """Each process's busy share of one rollout's wall time, and where the driver waited (fractions)."""
+    wall = profile["wall_s"]
+
+    def share(table: dict, suffixes: tuple[str, ...]) -> float:
+        return round(sum(e["seconds"] for k, e in table.items() if k.endswith(suffixes)) / wall, 3)
+
+    def module_share(table: dict, module: str) -> float:  # the module's own forward calls (not nested ones)
+        return round(sum(e["seconds"] for k, e in table.items() if k.startswith(f"forward/{module}.")) / wall, 3)
+
+    summary = {"wall_s": round(wall, 3)}
+    for name, table in profile["env_workers"].items():
+        summary[f"{name}_busy"] = share(table, ("step_call", "reset_call"))
+        summary[f"{name}_env_step"] = share(table, ("/env_step",))
+        summary[f"{name}_render"] = share(table, ("/render_at_chunk_end",))
+        summary[f"{name}_auto_reset"] = share(table, ("/auto_reset",))
+    inference = profile["rollout_worker"]
+    summary["rollout_worker_busy"] = share(inference, ("act_call", "value_call"))
+    summary["rollout_worker_encoders"] = share(inference, ("forward/encoder",))
+    summary["rollout_worker_head_networks"] = module_share(inference, "head")
+    summary["driver_wait_for_actions"] = share(profile["driver"], ("wait_for_actions",))
+    summary["driver_wait_for_env_step"] = share(profile["driver"], ("wait_for_env_step",))
+    summary["driver_reset_envs"] = share(profile["driver"], ("reset_envs",))
+    summary["driver_assemble_batch"] = share(profile["driver"], ("assemble_batch",))
+    return summary
+
+
+def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_worker: Any, repeats: int,
+                        min_seconds: float = MIN_SECONDS_PER_FIGURE) -> dict:  # fmt: skip
+    """Raw and rollout env steps/s of ``env_group`` (one split of the run's envs into stages).
+
+    ``repeats`` alternating rounds (both see the same machine load), each figure at least ``min_seconds``
+    long; the ratio is taken per round; median and range over the rounds. Then one profiled rollout.
+    """
     collector = RolloutCollector(env_group, rollout_worker, setup.tasks)
     low = np.asarray(setup.io_spec["action_low"], np.float32)
     high = np.asarray(setup.io_spec["action_high"], np.float32)
@@ -66,24 +116,25 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
         return collector.collect(num_steps, setup.seed, round_index, mode, group_size).env_steps
 
     raw(-1), rollout(-1)  # warm-up: first renders, first forward passes
-    totals = {"raw_s": 0.0, "raw_steps": 0, "rollout_s": 0.0, "rollout_steps": 0}
-    for round_index in range(repeats):  # alternating rounds: both see the same machine load
-        for name, function in (("raw", raw), ("rollout", rollout)):
-            seconds, steps = timed(lambda f=function, r=round_index: f(r))
-            totals[f"{name}_s"] += seconds
-            totals[f"{name}_steps"] += steps
-    raw_rate = totals["raw_steps"] / totals["raw_s"]
-    rollout_rate = totals["rollout_steps"] / totals["rollout_s"]
+    raw_rates, rollout_rates, ratios = [], [], []
+    for round_index in range(repeats):
+        raw_s, raw_steps = until(min_seconds, lambda c, r=round_index: raw(1000 * r + c))
+        rollout_s, rollout_steps = until(min_seconds, lambda c, r=round_index: rollout(1000 * r + c))
+        raw_rates.append(raw_steps / raw_s)
+        rollout_rates.append(rollout_steps / rollout_s)
+        ratios.append(rollout_rates[-1] / raw_rates[-1])
+    _, profile = collector.collect_profiled(num_steps, setup.seed, -2, mode, group_size)
     return {
         "envs_per_stage": env_group.envs_per_stage,
-        "raw_env_steps_per_s": round(raw_rate, 2),
-        "rollout_env_steps_per_s": round(rollout_rate, 2),
-        "ratio": round(rollout_rate / raw_rate, 3),
-        "rollout_s": round(totals["rollout_s"] / repeats, 3),
+        "raw_env_steps_per_s": spread(raw_rates),
+        "rollout_env_steps_per_s": spread(rollout_rates),
+        "ratio": spread(ratios),
+        "profile": profile_summary(profile),
     }
 
 
-def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
+def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple[int, ...] = (1, 2),
+                          min_seconds: float = MIN_SECONDS_PER_FIGURE) -> dict[str, Any]:  # fmt: skip
     """Measure raw and rollout throughput for each of ``stage_counts``; see the module docstring."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
@@ -116,13 +167,13 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
                 group.call_all("env_spec")
         for num_stages in stage_counts:
             group = env_groups.get(num_stages) or start(num_stages)
-            per_stage_count[str(num_stages)] = measure_stage_count(setup, group, rollout_worker, repeats)
+            per_stage_count[str(num_stages)] = measure_stage_count(setup, group, rollout_worker, repeats, min_seconds)
             env_groups.pop(num_stages).close()
     finally:
         for group in env_groups.values():
             group.close()
         ray.kill(rollout_worker, no_restart=True)
-    best = max(per_stage_count, key=lambda n: per_stage_count[n]["rollout_env_steps_per_s"])
+    best = max(per_stage_count, key=lambda n: per_stage_count[n]["rollout_env_steps_per_s"]["median"])
     return {
         "benchmark": "rollout",
         "env": setup.env_name,
@@ -133,9 +184,10 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
         "rollout_steps": trainer.rollout_steps,
         "chunk_size": setup.chunk_size,
         "repeats": repeats,
+        "min_seconds_per_figure": min_seconds,
         "stages": per_stage_count,
         "best_num_stages": int(best),
-        "raw_env_steps_per_s": per_stage_count[best]["raw_env_steps_per_s"],
-        "rollout_env_steps_per_s": per_stage_count[best]["rollout_env_steps_per_s"],
-        "ratio": per_stage_count[best]["ratio"],
+        "raw_env_steps_per_s": per_stage_count[best]["raw_env_steps_per_s"]["median"],
+        "rollout_env_steps_per_s": per_stage_count[best]["rollout_env_steps_per_s"]["median"],
+        "ratio": per_stage_count[best]["ratio"]["median"],
     }

@@ -42,12 +42,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_policy_benchmark(batch_size=args.batch_size)
     else:
-        result = _trainer_benchmark(args.target, args.overrides, args.repeats)
+        result = _trainer_benchmark(args.target, args.overrides, args.repeats, args.min_seconds)
     print(json.dumps(result))
     return 0
 
 
-def _trainer_benchmark(target: str, overrides: list[str], repeats: int) -> dict:
+def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seconds: float = 3.0) -> dict:
     import ray
 
     from vla_rl.config import load_config
@@ -59,7 +59,7 @@ def _trainer_benchmark(target: str, overrides: list[str], repeats: int) -> dict:
         if target == "rollout":
             from vla_rl.benchmarks.rollout import run_rollout_benchmark
 
-            return run_rollout_benchmark(cfg, repeats=repeats)
+            return run_rollout_benchmark(cfg, repeats=repeats, min_seconds=min_seconds)
         from vla_rl.benchmarks.update import run_update_benchmark
 
         return run_update_benchmark(cfg, repeats=repeats)
@@ -78,4 +78,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=3, help="measured rounds after a warm-up (bench rollout, update)")
     bench.add_argument("overrides", nargs="*", help=f"bench rollout / update: {OVERRIDES_HELP}")
+    bench.add_argument("--min-seconds", type=float, default=3.0,
+                       help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
     bench.set_defaults(func=cmd_bench)

@@ -40,10 +40,11 @@ def stop_torch_profiler(handle: dict[str, Any] | None) -> str | None:
 
 
 class PhaseTimer:
-    """Wall-clock seconds per named phase, accumulated over one iteration."""
+    """Wall-clock seconds (and calls) per named phase, accumulated until :meth:`pop`."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -52,10 +53,35 @@ class PhaseTimer:
             with torch.profiler.record_function(f"phase/{name}"):
                 yield
         finally:
-            self.seconds[name] += time.perf_counter() - start
+            self.add(name, time.perf_counter() - start)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] += seconds
+        self.calls[name] += 1
 
     def metrics(self, prefix: str = "timing/") -> dict[str, float]:
         return {f"{prefix}{name}_s": value for name, value in self.seconds.items()}
+
+    def pop(self) -> dict[str, dict[str, float]]:
+        """``{phase: {"seconds", "calls"}}`` accumulated so far; starts again from zero."""
+        table = {name: {"seconds": self.seconds[name], "calls": self.calls[name]} for name in self.seconds}
+        self.seconds, self.calls = defaultdict(float), defaultdict(int)
+        return table
+
+
+def time_module_forwards(model: torch.nn.Module, timer: PhaseTimer, max_depth: int = 2) -> list[Any]:
+    """Time every forward of ``model``'s sub-modules down to ``max_depth`` into ``timer`` as ``forward/<name>``
+    (e.g. ``forward/head.velocity``: one call per denoising step). Returns the hook handles (``.remove()``)."""
+    handles = []
+    for name, module in model.named_modules():
+        if not name or name.count(".") >= max_depth:
+            continue
+        starts: list[float] = []
+        handles.append(module.register_forward_pre_hook(lambda m, a, s=starts: s.append(time.perf_counter())))
+        handles.append(module.register_forward_hook(
+            lambda m, a, o, s=starts, n=f"forward/{name}": timer.add(n, time.perf_counter() - s.pop())
+        ))  # fmt: skip
+    return handles
 
 
 def write_timing_table(rows: list[dict[str, float]], path: Path) -> None:

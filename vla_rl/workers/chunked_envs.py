@@ -16,12 +16,15 @@ Episode seeds are deterministic: env ``i`` of a stage draws its k-th episode wit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from vla_rl.runtime.profiling import PhaseTimer
 
 Observation = dict[str, Any]
 
@@ -57,9 +60,15 @@ class ChunkResult:
 class ChunkedEnvs:
     """``num_envs`` envs in this process, stepped one action chunk at a time."""
 
-    def __init__(self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True):
+    def __init__(
+        self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True,
+        env_id: str | None = None,
+    ):  # fmt: skip
+        """``env_id``: the registry name or factory import path the envs come from; scripted experts are found
+        through it (:meth:`use_experts`). None: the name in the envs' spec."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.env_id = env_id
         self.envs = [make_env(index) for index in range(num_envs)]
         self.base_seed = base_seed
         self.auto_reset = auto_reset
@@ -77,6 +86,7 @@ class ChunkedEnvs:
         self._expert_serials = np.full(num_envs, -1, np.int64)
         self._frame_sources: dict[int, Any] = {}
         self._video_records: dict[int, list[dict[str, Any]]] = {}
+        self.timer = PhaseTimer()  # env stepping, chunk-end rendering, auto-resets (the rollout profile)
 
     @property
     def num_envs(self) -> int:
@@ -145,6 +155,7 @@ class ChunkedEnvs:
             skipping = index not in self._frame_sources and getattr(env.unwrapped, "supports_skipping_images", False)
             if skipping:
                 env.unwrapped.skip_images = True
+            started = time.perf_counter()
             try:
                 for action in action_chunks[index]:
                     observation, step_reward, term, trunc, info = env.step(action)
@@ -164,8 +175,10 @@ class ChunkedEnvs:
             finally:
                 if skipping:
                     env.unwrapped.skip_images = False
+                self.timer.add("env_step", time.perf_counter() - started)
             if skipping:
-                self.observations[index] = env.unwrapped.observe()
+                with self.timer.phase("render_at_chunk_end"):
+                    self.observations[index] = env.unwrapped.observe()
             self.returns[index] += reward[index]
             self.lengths[index] += executed[index]
             if terminated[index] or truncated[index]:
@@ -182,16 +195,20 @@ class ChunkedEnvs:
                 final[index] = self.observations[index]
                 self.active[index] = False
                 if self.auto_reset:
-                    self.observations[index] = self._reset_one(index)
+                    with self.timer.phase("auto_reset"):
+                        self.observations[index] = self._reset_one(index)
+        with self.timer.phase("stack_observations"):
+            observation = stack_observations(self.observations)
+            final_observation = stack_observations([final.get(i, o) for i, o in enumerate(self.observations)])
         return ChunkResult(
-            observation=stack_observations(self.observations),
+            observation=observation,
             reward=reward,
             terminated=terminated,
             truncated=truncated,
             success=success,
             steps_executed=executed,
             active=active,
-            final_observation=stack_observations([final.get(i, o) for i, o in enumerate(self.observations)]),
+            final_observation=final_observation,
             finished_episodes=finished,
         )
 
@@ -225,7 +242,7 @@ class ChunkedEnvs:
             env = self.envs[index]
             key = (int(index), self.tasks[index])
             if key not in self._experts:
-                env_name = env.unwrapped.env_spec.name
+                env_name = self.env_id or env.unwrapped.env_spec.name
                 seed = self._expert_options["seed"] + int(index)
                 self._experts[key] = get_expert(env_name, self.tasks[index], env, **{**self._expert_options, "seed": seed})
                 self._expert_serials[index] = -1

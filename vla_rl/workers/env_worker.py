@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vla_rl.runtime.profiling import PhaseTimer
 from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
 
 logger = logging.getLogger(__name__)
@@ -75,20 +77,33 @@ class EnvWorker:
                 return make(f"{config.env_id}/{task}", **config.env_kwargs)
 
             self.stages.append(
-                ChunkedEnvs(make_env, config.envs_per_stage, config.base_seed + first * 100_003, config.auto_reset)
+                ChunkedEnvs(make_env, config.envs_per_stage, config.base_seed + first * 100_003, config.auto_reset,
+                            env_id=config.env_id)
             )
         self._fail_after_steps: int | None = None
+        self.busy = PhaseTimer()
 
     def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
-        return self.stages[stage].reset(seeds, init_states, tasks)
+        with self.busy.phase(f"stage{stage}/reset_call"):
+            return self.stages[stage].reset(seeds, init_states, tasks)
 
     def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
         if self._fail_after_steps is not None:
             self._fail_after_steps -= 1
             if self._fail_after_steps < 0:
                 os._exit(1)  # a simulated simulator crash (fault-injection for tests)
+        started = time.perf_counter()
         with torch.profiler.record_function("env_worker/step_chunk"):
-            return self.stages[stage].step(action_chunks)
+            result = self.stages[stage].step(action_chunks)
+        self.busy.add(f"stage{stage}/step_call", time.perf_counter() - started)
+        return result
+
+    def timings(self) -> dict[str, dict[str, float]]:
+        """Seconds and calls per phase since the last call, per stage (``stage<s>/<phase>``); starts again."""
+        table = self.busy.pop()
+        for index, stage in enumerate(self.stages):
+            table.update({f"stage{index}/{name}": value for name, value in stage.timer.pop().items()})
+        return table
 
     def deactivate(self, stage: int) -> None:
         """End the episodes of ``stage`` without reset (one-episode-per-env mode after a replacement)."""

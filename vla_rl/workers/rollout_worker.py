@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from vla_rl.runtime.device import resolve_device
+from vla_rl.runtime.profiling import PhaseTimer, time_module_forwards
 from vla_rl.workers.policy_factory import PolicySpec
 
 
@@ -39,6 +40,8 @@ class RolloutWorker:
         self.weights_version = -1
         self.generator = torch.Generator(device=self.device).manual_seed(policy_spec.seed)
         self._profiler = None
+        self.timer = PhaseTimer()
+        self._forward_hooks: list = []
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> bool:
         """Load the actor's full weights; returns False (and copies nothing) if ``version`` is current."""
@@ -54,13 +57,22 @@ class RolloutWorker:
     @torch.no_grad()
     def act(self, observation: dict[str, Any], deterministic: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
         """Action chunks ``(B, H, A)`` (env units) and the extras as numpy arrays."""
-        actions, extras = self.policy.act(observation, deterministic=deterministic, generator=self.generator)
-        return to_numpy_tree(actions), to_numpy_tree(extras)
+        with self.timer.phase("act_call"):
+            actions, extras = self.policy.act(observation, deterministic=deterministic, generator=self.generator)
+            return to_numpy_tree(actions), to_numpy_tree(extras)
 
     @torch.no_grad()
     def value(self, observation: dict[str, Any]) -> np.ndarray:
         """Critic values ``(B,)`` (for bootstrapping truncated episodes)."""
-        return self.policy.value(observation).cpu().numpy()
+        with self.timer.phase("value_call"):
+            return self.policy.value(observation).cpu().numpy()
+
+    def timings(self, forward_details: bool = False) -> dict[str, dict[str, float]]:
+        """Seconds and calls per phase since the last call (``act_call``, ``value_call`` and, once
+        ``forward_details`` was asked for, ``forward/<module>`` for the policy's modules); starts again."""
+        if forward_details and not self._forward_hooks:
+            self._forward_hooks = time_module_forwards(self.policy, self.timer)
+        return self.timer.pop()
 
     def start_profile(self, path: str) -> None:
         from vla_rl.runtime.profiling import start_torch_profiler
