@@ -1,0 +1,142 @@
+"""Every named experiment resumes: stopped after its first checkpoint and resumed, it logs what an
+uninterrupted run logs (same seeds, same numbers), and one run survives ``kill -9`` of its driver.
+
+Experiments that warm the critic up first write their first checkpoint at the end of the warm-up, before
+the policy has had a gradient: the case that failed with "Missing key in checkpoint state_dict:
+optim.state..." before every parameter had Adam state from the start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from omegaconf import OmegaConf
+
+from vla_rl.cli import main
+from vla_rl.config import REPO_ROOT, load_config
+
+
+def distinct_experiments() -> list[str]:
+    """Every file of configs/experiment/, once per composed config (default.yaml only names another one)."""
+    seen, names = set(), []
+    for path in sorted((REPO_ROOT / "configs" / "experiment").glob("*.yaml")):
+        composed = OmegaConf.to_yaml(load_config([f"experiment={path.stem}", "run_dir=x"]))
+        if composed not in seen:
+            seen.add(composed)
+            names.append(path.stem)
+    return names
+
+
+EXPERIMENTS = distinct_experiments()
+VOLATILE = ("time", "timing/")
+
+# Small enough for 2 cores; every experiment keeps its head, algorithm, vision branch and env.
+TINY = [
+    "experiment.stages=[rl]",
+    "trainer.envs_per_stage=2",
+    "trainer.num_stages=2",
+    "trainer.rollout_steps=2",
+    "trainer.trackers=[jsonl]",
+    "trainer.checkpoint_every=1",
+    "trainer.eval_every=0",
+    "algo.update.epochs=1",
+    "algo.update.num_minibatches=2",
+    "algo.update.micro_batch_size=4",
+    "policy.embedding_dim=32",
+    "policy.value.hidden_dims=[16]",
+]
+
+
+def tiny_overrides(experiment: str) -> list[str]:
+    """TINY for ``experiment``, with its own env's smallest images and one critic warm-up iteration at most."""
+    cfg = load_config([f"experiment={experiment}"])
+    overrides = [f"experiment={experiment}", *TINY]
+    if cfg.env.id == "tabletop":
+        overrides += ["env.tasks=[reach]", "env.kwargs.image_size=32"]
+    else:
+        overrides += ["env.kwargs.image_size=32", "trainer.envs_per_stage=1", "trainer.num_stages=1"]
+    if cfg.algo.critic_warmup_iterations > 0:
+        overrides.append(
+            "algo.critic_warmup_iterations=1"
+        )  # the first checkpoint: the policy never had a gradient
+    if cfg.algo.name == "grpo":
+        overrides.append("algo.group_size=2")
+    return overrides
+
+
+def metrics_of(rl_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith(VOLATILE)} for row in rows]
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_resumed_past_a_corrupt_checkpoint_equals_an_uninterrupted_run(
+    ray_session, tmp_path, experiment
+):
+    overrides = [*tiny_overrides(experiment), "trainer.iterations=2", "trainer.time_limit_minutes=null"]
+    full = tmp_path / "full"
+    assert main(["train", *overrides, f"run_dir={full}"]) == 0
+    # The same run as if it had crashed while writing its second checkpoint: the latest does not load.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(full, crashed)
+    (crashed / "rl" / "checkpoints" / "iter_000002" / "model_optim" / ".metadata").write_bytes(b"cut short")
+    assert main(["train", *overrides, f"run_dir={crashed}", "trainer.resume=true"]) == 0
+    checkpoints = crashed / "rl" / "checkpoints"
+    assert (checkpoints / "latest").read_text() == "iter_000002"
+    assert (checkpoints / "iter_000002.corrupt" / "model_optim" / ".metadata").read_bytes() == b"cut short"
+    resumed = metrics_of(crashed / "rl")
+    assert [row["step"] for row in resumed] == [1, 2]
+    assert resumed == metrics_of(full / "rl")
+
+
+def alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_default_experiment_killed_by_sigkill_resumes_to_equal_an_uninterrupted_run_and_leaves_no_ray(
+    tmp_path,
+):
+    overrides = [*tiny_overrides("default"), "trainer.iterations=3"]
+    command = [sys.executable, "-m", "vla_rl.cli", "train", *overrides]
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    full = subprocess.run([*command, f"run_dir={tmp_path / 'full'}"], env=environment, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert full.returncode == 0, full.stderr[-2000:]
+
+    killed = tmp_path / "killed"
+    driver = subprocess.Popen([*command, f"run_dir={killed}"], env=environment, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    latest = killed / "rl" / "checkpoints" / "latest"
+    deadline = time.monotonic() + 240
+    while not latest.is_file() and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert driver.poll() is None, "the run ended before it could be killed"
+    ray_children = [
+        p
+        for p in psutil.Process(driver.pid).children(recursive=True)
+        if "reaper" not in " ".join(p.cmdline())
+    ]
+    assert any("raylet" in " ".join(p.cmdline()) for p in ray_children)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in ray_children) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p.name() for p in ray_children if alive(p)], "Ray processes of the killed driver still run"
+
+    resumed = subprocess.run([*command, f"run_dir={killed}", "trainer.resume=true"], env=environment,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert metrics_of(killed / "rl") == metrics_of(tmp_path / "full" / "rl")
