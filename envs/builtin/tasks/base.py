@@ -13,6 +13,7 @@ initial scene exactly; it is what the env returns as ``info["init_state"]``::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -26,6 +27,8 @@ BLOCK_YAW_RANGE = 0.3
 MIN_SPACING = {"block": 0.10, "bowl": 0.12, "zone": 0.10}
 EE_START_LOW = (0.30, -0.10, 0.20)
 EE_START_HIGH = (0.45, 0.10, 0.28)
+_REGION_LOW = np.array([OBJECT_REGION[0][0], OBJECT_REGION[1][0]])
+_REGION_HIGH = np.array([OBJECT_REGION[0][1], OBJECT_REGION[1][1]])
 
 
 class TabletopTask:
@@ -56,29 +59,37 @@ class TabletopTask:
         raise NotImplementedError
 
 
+def vector_norm(vector: np.ndarray) -> float:
+    """``np.linalg.norm`` of a float64 vector, bit for bit (it is ``sqrt(x.dot(x))``), at a quarter of its cost.
+
+    Not ``math.hypot`` nor a sum of squares in Python: the BLAS dot product fuses multiply-adds, so
+    those differ from numpy's norm in the last bit for about one vector in five.
+    """
+    return math.sqrt(vector.dot(vector))
+
+
 def reach_progress(scene: TabletopScene, point: np.ndarray) -> float:
     """1 at ``point``, decaying with the grip site's distance from it."""
-    return float(1.0 - np.tanh(5.0 * np.linalg.norm(scene.ee_position - point)))
+    return float(1.0 - np.tanh(5.0 * vector_norm(scene.ee_position - point)))
 
 
 def far_enough(point: np.ndarray, placed: list[tuple[str, np.ndarray]], kind: str, extra: float = 0.0) -> bool:
     """Whether ``point`` (an object of ``kind``) keeps ``MIN_SPACING`` (plus ``extra``, m) from every placed one."""
     for other_kind, other in placed:
         spacing = max(MIN_SPACING[kind], MIN_SPACING[other_kind]) + extra
-        if np.linalg.norm(point - other) < spacing:
+        if vector_norm(point - other) < spacing:
             return False
     return True
 
 
 def sample_object_positions(rng: np.random.Generator) -> dict[str, list]:
     """Non-overlapping xy positions for the blocks, the bowl and the zones (rejection sampling)."""
-    (x_low, x_high), (y_low, y_high) = OBJECT_REGION
     kinds = ["bowl"] + ["block"] * NUM_BLOCKS + ["zone"] * NUM_ZONES
     for _ in range(1000):
         placed: list[tuple[str, np.ndarray]] = []
         for kind in kinds:
             for _ in range(100):
-                point = rng.uniform((x_low, y_low), (x_high, y_high))
+                point = rng.uniform(_REGION_LOW, _REGION_HIGH)
                 if far_enough(point, placed, kind):
                     placed.append((kind, point))
                     break

@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from envs.builtin.scene import BOWL_WALL_HEIGHT, TabletopScene
-from envs.builtin.tasks.base import TabletopTask
+from envs.builtin.tasks.base import TabletopTask, vector_norm
 from envs.builtin.tasks.lift import grasp_progress
 
 IN_BOWL_RADIUS = 0.045  # block centre this close to the bowl axis (inner radius 0.055)
@@ -28,7 +28,7 @@ class PlaceInBowlTask(TabletopTask):
 
     def is_success(self, scene: TabletopScene, target: dict[str, str]) -> bool:
         block = scene.block_position(target["block"])
-        offset = np.linalg.norm(block[:2] - scene.bowl_position[:2])
+        offset = vector_norm(block[:2] - scene.bowl_position[:2])
         return bool(
             offset < IN_BOWL_RADIUS
             and block[2] < BOWL_WALL_HEIGHT
@@ -38,5 +38,5 @@ class PlaceInBowlTask(TabletopTask):
     def progress(self, scene: TabletopScene, target: dict[str, str]) -> float:
         block = scene.block_position(target["block"])
         above_bowl = scene.bowl_position + np.array([0.0, 0.0, 0.08])
-        carried = float(1.0 - np.tanh(5.0 * np.linalg.norm(block - above_bowl)))
+        carried = float(1.0 - np.tanh(5.0 * vector_norm(block - above_bowl)))
         return 0.4 * grasp_progress(scene, target["block"]) + 0.6 * carried

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from envs.builtin.scene import TabletopScene
-from envs.builtin.tasks.base import OBJECT_REGION, TabletopTask, reach_progress
+from envs.builtin.tasks.base import OBJECT_REGION, TabletopTask, reach_progress, vector_norm
 
 IN_ZONE_RADIUS = 0.04  # block centre this close to the zone centre (zone radius 0.05)
 PUSH_DISTANCE = (0.08, 0.16)
@@ -17,8 +17,8 @@ CLEARANCE = {"block": 0.08, "bowl": 0.13}
 
 def _segment_distance(point: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
     direction = end - start
-    t = np.clip(np.dot(point - start, direction) / np.dot(direction, direction), 0.0, 1.0)
-    return float(np.linalg.norm(point - (start + t * direction)))
+    t = min(max((point - start).dot(direction) / direction.dot(direction), 0.0), 1.0)
+    return vector_norm(point - (start + t * direction))
 
 
 class PushTask(TabletopTask):
@@ -44,15 +44,19 @@ class PushTask(TabletopTask):
             ("block", np.array(pose[:2])) for i, pose in enumerate(layout["block_poses"]) if i != index
         ]
         (x_low, x_high), (y_low, y_high) = OBJECT_REGION
+        block_x, block_y = block.tolist()
         for _ in range(2000):
+            # plain floats for the cheap rejections: the same arithmetic as on arrays, a third of the time
             angle = rng.uniform(-np.pi, np.pi)
-            direction = np.array([np.cos(angle), np.sin(angle)])
-            zone = block + rng.uniform(*PUSH_DISTANCE) * direction
-            pusher = block - PUSHER_BACKOFF * direction
-            if not (x_low <= zone[0] <= x_high and y_low <= zone[1] <= y_high):
+            cos, sin = float(np.cos(angle)), float(np.sin(angle))  # numpy's, not math's: as before
+            distance = rng.uniform(*PUSH_DISTANCE)
+            zone_x, zone_y = block_x + distance * cos, block_y + distance * sin
+            pusher_x, pusher_y = block_x - PUSHER_BACKOFF * cos, block_y - PUSHER_BACKOFF * sin
+            if not (x_low <= zone_x <= x_high and y_low <= zone_y <= y_high):
                 continue
-            if not (0.22 <= pusher[0] <= 0.6 and -0.3 <= pusher[1] <= 0.3):
+            if not (0.22 <= pusher_x <= 0.6 and -0.3 <= pusher_y <= 0.3):
                 continue
+            zone, pusher = np.array([zone_x, zone_y]), np.array([pusher_x, pusher_y])
             if all(_segment_distance(p, pusher, zone) > CLEARANCE[kind] for kind, p in obstacles):
                 layout["zone_positions"][layout["zone_colors"].index(target["zone"])] = zone.round(5).tolist()
                 return True
@@ -60,11 +64,9 @@ class PushTask(TabletopTask):
 
     def is_success(self, scene: TabletopScene, target: dict[str, str]) -> bool:
         block = scene.block_position(target["block"])
-        return bool(np.linalg.norm(block[:2] - scene.zone_position(target["zone"])[:2]) < IN_ZONE_RADIUS)
+        return bool(vector_norm(block[:2] - scene.zone_position(target["zone"])[:2]) < IN_ZONE_RADIUS)
 
     def progress(self, scene: TabletopScene, target: dict[str, str]) -> float:
         block = scene.block_position(target["block"])
-        to_zone = float(
-            1.0 - np.tanh(5.0 * np.linalg.norm(block[:2] - scene.zone_position(target["zone"])[:2]))
-        )
+        to_zone = float(1.0 - np.tanh(5.0 * vector_norm(block[:2] - scene.zone_position(target["zone"])[:2])))
         return 0.3 * reach_progress(scene, block) + 0.7 * to_zone

@@ -7,14 +7,15 @@ from typing import ClassVar
 import numpy as np
 
 from envs.builtin.scene import TabletopScene
-from envs.builtin.tasks.base import TabletopTask, reach_progress
+from envs.builtin.tasks.base import TabletopTask, reach_progress, vector_norm
 
 REACH_HEIGHT = 0.05  # target point: this far above the block centre
 REACH_TOLERANCE = 0.03
+_ABOVE = np.array([0.0, 0.0, REACH_HEIGHT])
 
 
 def reach_point(scene: TabletopScene, color: str) -> np.ndarray:
-    return scene.block_position(color) + np.array([0.0, 0.0, REACH_HEIGHT])
+    return scene.block_position(color) + _ABOVE
 
 
 class ReachTask(TabletopTask):
@@ -30,7 +31,7 @@ class ReachTask(TabletopTask):
     )
 
     def is_success(self, scene: TabletopScene, target: dict[str, str]) -> bool:
-        return bool(np.linalg.norm(scene.ee_position - reach_point(scene, target["block"])) < REACH_TOLERANCE)
+        return bool(vector_norm(scene.ee_position - reach_point(scene, target["block"])) < REACH_TOLERANCE)
 
     def progress(self, scene: TabletopScene, target: dict[str, str]) -> float:
         return reach_progress(scene, reach_point(scene, target["block"]))

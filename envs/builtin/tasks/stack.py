@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from envs.builtin.scene import BLOCK_HALF_SIZE, TabletopScene
-from envs.builtin.tasks.base import TabletopTask
+from envs.builtin.tasks.base import TabletopTask, vector_norm
 from envs.builtin.tasks.lift import grasp_progress
 
 STACK_XY_TOLERANCE = 0.02
@@ -34,7 +34,7 @@ class StackTask(TabletopTask):
         base = scene.block_position(target["base"])
         height = top[2] - base[2]
         return bool(
-            np.linalg.norm(top[:2] - base[:2]) < STACK_XY_TOLERANCE
+            vector_norm(top[:2] - base[:2]) < STACK_XY_TOLERANCE
             and abs(height - 2 * BLOCK_HALF_SIZE) < 0.01
             and base[2] < BLOCK_HALF_SIZE + 0.01
             and not scene.fingers_touch_block(target["block"])
@@ -43,5 +43,5 @@ class StackTask(TabletopTask):
     def progress(self, scene: TabletopScene, target: dict[str, str]) -> float:
         top = scene.block_position(target["block"])
         above_base = scene.block_position(target["base"]) + np.array([0.0, 0.0, 2 * BLOCK_HALF_SIZE])
-        placed = float(1.0 - np.tanh(5.0 * np.linalg.norm(top - above_base)))
+        placed = float(1.0 - np.tanh(5.0 * vector_norm(top - above_base)))
         return 0.4 * grasp_progress(scene, target["block"]) + 0.6 * placed
