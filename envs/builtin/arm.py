@@ -36,6 +36,11 @@ def solve_ik(grip_position: np.ndarray, gripper_yaw: float = 0.0) -> np.ndarray:
     workspace box that is reachable, so this only guards against misuse).
     """
     x, y, z = (float(v) for v in grip_position)
+    return np.array(solve_ik_floats(x, y, z, float(gripper_yaw)))
+
+
+def solve_ik_floats(x: float, y: float, z: float, gripper_yaw: float) -> tuple[float, ...]:
+    """:func:`solve_ik` on plain floats, returning a tuple: the env's per-step path (no array in, none out)."""
     base_yaw = math.atan2(y, x)
     radial = math.hypot(x, y)
     wrist_radial = radial
@@ -48,7 +53,7 @@ def solve_ik(grip_position: np.ndarray, gripper_yaw: float = 0.0) -> np.ndarray:
     shoulder = direction - math.atan2(FOREARM * math.sin(elbow), UPPER_ARM + FOREARM * math.cos(elbow))
     wrist_pitch = math.pi - shoulder - elbow
     wrist_roll = wrap_angle(base_yaw - gripper_yaw)
-    return np.array([base_yaw, shoulder, elbow, wrist_pitch, wrist_roll])
+    return (base_yaw, shoulder, elbow, wrist_pitch, wrist_roll)
 
 
 def forward_grip_position(joints: np.ndarray) -> np.ndarray:

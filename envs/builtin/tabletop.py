@@ -43,7 +43,7 @@ import mujoco
 import numpy as np
 
 from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
-from envs.builtin.arm import solve_ik
+from envs.builtin.arm import solve_ik_floats
 from envs.builtin.assets import load_tabletop_model
 from envs.builtin.layout_io import check_init_state
 from envs.builtin.rendering import CameraRenderer
@@ -60,6 +60,8 @@ WORKSPACE_HIGH = np.array([0.60, 0.30, 0.35])
 DENSE_REWARD_SCALE = 0.5
 CAMERAS = ("front", "wrist")
 STATE_DIM = 9
+# the workspace box as (low, high) float pairs per axis, for the per-step clipping on plain floats
+_WORKSPACE_BOUNDS = tuple(zip(WORKSPACE_LOW.tolist(), WORKSPACE_HIGH.tolist(), strict=True))
 
 
 def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
@@ -120,9 +122,10 @@ class TabletopEnv(RobotEnv):
         self.observation_space = make_observation_space(self._cameras, self.image_shape, STATE_DIM)
         self._set_task(task)
         self._layout: dict[str, Any] | None = None
-        self._ee_target = np.zeros(3)
+        self._ee_target = (0.0, 0.0, 0.0)
         self._yaw_target = 0.0
-        self._previous_ee = np.zeros(3)
+        self._previous_ee = (0.0, 0.0, 0.0)
+        self._progress = 0.0
         self._elapsed_steps = 0
 
     # ----------------------------------------------------------------- task handling
@@ -167,11 +170,12 @@ class TabletopEnv(RobotEnv):
             layout = self._sample_layout()
         self._layout = layout
         self.scene.apply_layout(layout)
-        self._ee_target = np.asarray(layout["ee_start"], dtype=float).copy()
+        self._ee_target = tuple(float(v) for v in layout["ee_start"])
         self._yaw_target = 0.0
-        self._previous_ee = self.scene.ee_position
+        self._previous_ee = self._grip_position()
         self._elapsed_steps = 0
-        self._progress = self.task.progress(self.scene, layout["target"])
+        # the progress is the dense reward's potential: nothing else reads it
+        self._progress = self.task.progress(self.scene, layout["target"]) if self.dense_reward else 0.0
         info = {"is_success": False, "task": self.task.name, "init_state": _copy_layout(layout)}
         return self._observation(), info
 
@@ -189,21 +193,26 @@ class TabletopEnv(RobotEnv):
     def step(self, action: Any):
         if self._layout is None:
             raise RuntimeError("call reset() before step()")
-        action = validate_action(action, self.action_space)
-        self._ee_target = np.clip(self._ee_target + action[:3], WORKSPACE_LOW, WORKSPACE_HIGH)
+        # plain floats from here on: the same IEEE arithmetic as on arrays, without numpy's per-call cost
+        action = validate_action(action, self.action_space).tolist()
+        self._ee_target = x, y, z = tuple(
+            min(max(target + delta, low), high)
+            for target, delta, (low, high) in zip(self._ee_target, action[:3], _WORKSPACE_BOUNDS, strict=True)
+        )
         if self.control_yaw:
-            self._yaw_target = float(np.clip(self._yaw_target + action[3], -YAW_LIMIT, YAW_LIMIT))
-        self.data.ctrl[:5] = solve_ik(self._ee_target, self._yaw_target)
-        self.data.ctrl[5:7] = FINGER_OPEN * (1.0 - action[-1]) / 2.0
-        self._previous_ee = self.scene.ee_position
-        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
+            self._yaw_target = min(max(self._yaw_target + action[3], -YAW_LIMIT), YAW_LIMIT)
+        data = self.data
+        data.ctrl[:5] = solve_ik_floats(x, y, z, self._yaw_target)
+        data.ctrl[5:7] = FINGER_OPEN * (1.0 - action[-1]) / 2.0
+        self._previous_ee = self._grip_position()
+        mujoco.mj_step(self.model, data, nstep=self.substeps)
         self._elapsed_steps += 1
         success = self.task.is_success(self.scene, self._layout["target"])
         reward = 1.0 if success else 0.0
-        progress = self.task.progress(self.scene, self._layout["target"])
         if self.dense_reward:
+            progress = self.task.progress(self.scene, self._layout["target"])
             reward += DENSE_REWARD_SCALE * (progress - self._progress)
-        self._progress = progress
+            self._progress = progress
         truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
         info = {"is_success": success, "task": self.task.name}
         return self._observation(with_images=not self.skip_images), reward, success, truncated, info
@@ -220,12 +229,27 @@ class TabletopEnv(RobotEnv):
         self._renderer.close()
 
     # ----------------------------------------------------------------- observation
+    def _grip_position(self) -> tuple[float, float, float]:
+        x, y, z = self.data.site_xpos[self.scene.grip_site].tolist()
+        return x, y, z
+
     def _observation(self, with_images: bool = True) -> dict[str, Any]:
-        ee = self.scene.ee_position
+        x, y, z = self._grip_position()
+        previous_x, previous_y, previous_z = self._previous_ee
         yaw = self.scene.gripper_yaw
-        velocity = (ee - self._previous_ee) * CONTROL_HZ
         state = np.array(
-            [*ee, np.sin(yaw), np.cos(yaw), self.scene.gripper_opening, *velocity], dtype=np.float32
+            [
+                x,
+                y,
+                z,
+                np.sin(yaw),  # numpy's, as before: its functions need not round as math's do (tanh does not)
+                np.cos(yaw),
+                self.scene.gripper_opening,
+                (x - previous_x) * CONTROL_HZ,
+                (y - previous_y) * CONTROL_HZ,
+                (z - previous_z) * CONTROL_HZ,
+            ],
+            dtype=np.float32,
         )
         images = {name: self._renderer.render(self.data, name) for name in self._cameras} if with_images else {}
         return {"images": images, "state": state, "instruction": self._layout["instruction"]}
@@ -238,7 +262,7 @@ class TabletopEnv(RobotEnv):
     @property
     def ee_target(self) -> np.ndarray:
         """The end-effector target the arm is tracking (3,)."""
-        return self._ee_target.copy()
+        return np.array(self._ee_target)
 
     @property
     def task_target(self) -> dict[str, str]:
