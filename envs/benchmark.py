@@ -2,12 +2,17 @@
 rendered only where a 4-action chunk ends (envs that support skipping images, as a chunked rollout
 steps them), and the raw physics limit (``mj_step`` for the substeps of one control step).
 
+Machines are shared and noisy, so every figure is the median over ``repeats`` rounds, and each round
+runs every variant once, in turn, on the same seeded actions (a slow spell hits all variants alike);
+``range`` gives [min, max] over the rounds.
+
 An env's own benchmark module (registered as ``benchmark`` in :mod:`envs.registry`) calls
 :func:`measure_mujoco_env_speed` with its factory and how it finds model, data and substeps.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,22 +25,18 @@ CHUNK_SIZE = 4  # the default policy's action chunk
 Physics = Callable[[Any], tuple[Any, Any, int]]  # env -> (MjModel, MjData, substeps per control step)
 
 
-def env_steps_per_second(
-    make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int, images_every: int = 1
-) -> float | None:
-    """Random actions in the bounds; episodes that end are reset (resets included in the time).
-
-    ``images_every`` > 1: images only at every ``images_every``-th step (``skip_images`` otherwise);
-    None for an env that does not support skipping images.
-    """
-    env = make_env(cameras)
-    if images_every > 1 and not getattr(env.unwrapped, "supports_skipping_images", False):
-        env.close()
-        return None
+def random_actions(env: Any, num_steps: int, seed: int) -> np.ndarray:
+    """(num_steps, A) uniform actions in the env's bounds."""
     rng = np.random.default_rng(seed)
-    actions = rng.uniform(env.action_space.low, env.action_space.high, size=(num_steps, env.action_space.shape[0]))
+    low, high = env.action_space.low, env.action_space.high
+    return rng.uniform(low, high, size=(num_steps, env.action_space.shape[0]))
+
+
+def timed_env_steps(env: Any, actions: np.ndarray, seed: int, images_every: int = 1) -> float:
+    """Seconds for ``env`` to step through ``actions`` from ``reset(seed)``; episodes that end are reset
+    (resets included in the time). ``images_every`` > 1: images only at every ``images_every``-th step
+    (``skip_images`` otherwise; the env must support skipping images)."""
     env.reset(seed=seed)
-    env.step(actions[0])  # the first step may create the renderer: not part of the measurement
     episode = 0
     start = time.perf_counter()
     for index, action in enumerate(actions):
@@ -46,40 +47,79 @@ def env_steps_per_second(
             episode += 1
             env.reset(seed=seed + episode)
     elapsed = time.perf_counter() - start
-    env.close()
-    return num_steps / elapsed
+    env.unwrapped.skip_images = False
+    return elapsed
 
 
-def physics_steps_per_second(make_env: MakeEnv, physics: Physics, num_steps: int, seed: int) -> float:
-    """Control steps per second of bare ``mj_step`` on the same model: the ceiling."""
-    env = make_env(())
+def timed_physics_steps(env: Any, physics: Physics, num_steps: int, seed: int) -> float:
+    """Seconds of bare ``mj_step`` for ``num_steps`` control steps from ``reset(seed)``: the ceiling."""
     env.reset(seed=seed)
     model, data, substeps = physics(env)
     start = time.perf_counter()
     for _ in range(num_steps):
         mujoco.mj_step(model, data, nstep=substeps)
-    elapsed = time.perf_counter() - start
-    env.close()
-    return num_steps / elapsed
+    return time.perf_counter() - start
+
+
+def env_steps_per_second(
+    make_env: MakeEnv, cameras: tuple[str, ...], num_steps: int, seed: int, images_every: int = 1
+) -> float | None:
+    """One measurement of random actions in the bounds (see :func:`timed_env_steps`); None where
+    ``images_every`` > 1 and the env does not support skipping images."""
+    env = make_env(cameras)
+    try:
+        if images_every > 1 and not getattr(env.unwrapped, "supports_skipping_images", False):
+            return None
+        actions = random_actions(env, num_steps, seed)
+        env.reset(seed=seed)
+        env.step(actions[0])  # the first step may create the renderer: not part of the measurement
+        return num_steps / timed_env_steps(env, actions, seed, images_every)
+    finally:
+        env.close()
 
 
 def measure_mujoco_env_speed(
-    make_env: MakeEnv, physics: Physics, cameras: tuple[str, ...], num_steps: int, seed: int
-) -> dict[str, float]:
+    make_env: MakeEnv,
+    physics: Physics,
+    cameras: tuple[str, ...],
+    num_steps: int,
+    seed: int,
+    repeats: int = 1,
+) -> dict[str, Any]:
     """``steps_per_s_no_camera``, ``steps_per_s_camera`` (``cameras`` at 64x64), ``physics_steps_per_s``
-    and ``camera_ratio`` (camera / no camera), all measured in this process; for envs that support
-    skipping images also ``steps_per_s_camera_at_chunk_ends`` and ``chunk_ends_ratio`` (to camera)."""
-    no_camera = env_steps_per_second(make_env, (), num_steps, seed)
-    camera = env_steps_per_second(make_env, cameras, num_steps, seed)
-    physics_rate = physics_steps_per_second(make_env, physics, num_steps, seed)
-    result = {
-        "steps_per_s_no_camera": no_camera,
-        "steps_per_s_camera": camera,
-        "physics_steps_per_s": physics_rate,
-        "camera_ratio": camera / no_camera,
-    }
-    at_chunk_ends = env_steps_per_second(make_env, cameras, num_steps, seed, images_every=CHUNK_SIZE)
-    if at_chunk_ends is not None:
-        result["steps_per_s_camera_at_chunk_ends"] = at_chunk_ends
-        result["chunk_ends_ratio"] = at_chunk_ends / camera
+    and ``camera_ratio`` (camera / no camera); for envs that support skipping images also
+    ``steps_per_s_camera_at_chunk_ends`` and ``chunk_ends_ratio`` (to camera). Rates are medians over
+    ``repeats`` rounds and ratios are ratios of those medians; ``range`` maps each rate to [min, max]."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: measure at least one round")
+    plain, filmed = make_env(()), make_env(cameras)
+    try:
+        actions = random_actions(plain, num_steps, seed)
+        for env in (plain, filmed):  # the first step may create the renderer: not part of the measurement
+            env.reset(seed=seed)
+            env.step(actions[0])
+        chunked = getattr(filmed.unwrapped, "supports_skipping_images", False)
+        seconds: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            rounds = {
+                "steps_per_s_no_camera": lambda: timed_env_steps(plain, actions, seed),
+                "steps_per_s_camera": lambda: timed_env_steps(filmed, actions, seed),
+                "physics_steps_per_s": lambda: timed_physics_steps(plain, physics, num_steps, seed),
+            }
+            if chunked:
+                rounds["steps_per_s_camera_at_chunk_ends"] = lambda: timed_env_steps(
+                    filmed, actions, seed, images_every=CHUNK_SIZE
+                )
+            for key, run in rounds.items():
+                seconds.setdefault(key, []).append(run())
+    finally:
+        plain.close()
+        filmed.close()
+    rates = {key: [num_steps / value for value in values] for key, values in seconds.items()}
+    result: dict[str, Any] = {key: statistics.median(values) for key, values in rates.items()}
+    result["camera_ratio"] = result["steps_per_s_camera"] / result["steps_per_s_no_camera"]
+    if chunked:
+        result["chunk_ends_ratio"] = result["steps_per_s_camera_at_chunk_ends"] / result["steps_per_s_camera"]
+    result["repeats"] = repeats
+    result["range"] = {key: [min(values), max(values)] for key, values in rates.items()}
     return result
