@@ -1,8 +1,9 @@
-"""The `vla-rl` command: train | eval | collect | sft | bench | envs.
+"""The `vla-rl` command: train | eval | collect | sft | bench | envs | plot | config.
 
 Each subcommand lives in its own module under :mod:`vla_rl.commands`. Commands that take
 a config accept Hydra overrides after their name, e.g.
-``vla-rl collect env=tabletop_all collect.episodes_per_task=5``.
+``vla-rl collect env=tabletop_all collect.episodes_per_task=5``, and ``--config-dir DIR`` to find
+config groups of your own (``DIR/env/my_env.yaml``: ``env=my_env``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vla_rl.runtime_env import apply_runtime_defaults
 
     apply_runtime_defaults()
-    args = build_parser().parse_args(argv)
+    from vla_rl.config import searching_config_dirs
+
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (any(a.startswith("-") for a in extra) or not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # overrides after an option (`--config-dir DIR`): argparse leaves them over
+        args.overrides = [*args.overrides, *extra]
     try:
-        return args.func(args)
+        with searching_config_dirs(getattr(args, "config_dir", None) or ()):
+            return args.func(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2

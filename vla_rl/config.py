@@ -1,24 +1,32 @@
 """Loading and validating the Hydra config of every vla-rl command.
 
 The configs live in ``configs/`` at the repository root (groups ``env``, ``policy``,
-``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. Commands
-compose them with command-line overrides (``env.tasks=[lift] seed=3``) and get an
-``omegaconf.DictConfig`` in struct mode. Every error a user can make (an unknown key,
-a group option that does not exist, a bad value) becomes a :class:`ConfigError` that
-names the key and lists the allowed keys or values.
+``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. Folders of your
+own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``) are searched
+after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
+``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
+and get an ``omegaconf.DictConfig`` in struct mode. Every error a user can make (an unknown key,
+a group option that does not exist, a bad value) becomes a :class:`ConfigError` that names the
+key and lists the allowed keys or values.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Extra config folders (os.pathsep-separated), searched after the vla-rl configs.
+CONFIG_PATH_VARIABLE = "VLA_RL_CONFIG_PATH"
+#: The env option that ``env.id=...`` without ``env=...`` selects: no tasks or factory options of another env.
+ENV_BY_ID = "id_only"
+_command_line_dirs: list[Path] = []
 
 
 class ConfigError(ValueError):
@@ -35,9 +43,42 @@ def config_dir() -> Path:
     return path
 
 
+def extra_config_dirs() -> list[Path]:
+    """Your config folders, searched after :func:`config_dir`: ``--config-dir`` ones, then ``VLA_RL_CONFIG_PATH``.
+
+    Raises:
+        ConfigError: a folder does not exist.
+    """
+    variable = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_PATH_VARIABLE, "").split(os.pathsep) if p]
+    sources = [(f, "--config-dir") for f in _command_line_dirs] + [(f, CONFIG_PATH_VARIABLE) for f in variable]
+    folders = []
+    for folder, source in sources:
+        if not folder.is_dir():
+            raise ConfigError(f"config folder {folder} (from {source}) does not exist; give a folder holding config "
+                              "groups, e.g. DIR/env/my_env.yaml for env=my_env")  # fmt: skip
+        if folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+@contextlib.contextmanager
+def searching_config_dirs(folders: Sequence[str | Path]) -> Iterator[None]:
+    """Search ``folders`` too (after the vla-rl configs) while composing configs inside the block (``--config-dir``)."""
+    added = [Path(f).expanduser().resolve() for f in folders]
+    _command_line_dirs.extend(added)
+    try:
+        yield
+    finally:
+        del _command_line_dirs[len(_command_line_dirs) - len(added) :]
+
+
+def _search_dirs() -> list[Path]:
+    return [config_dir(), *extra_config_dirs()]
+
+
 def _group_options(group: str) -> list[str]:
-    folder = config_dir() / group
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    folders = [folder / group for folder in _search_dirs() if (folder / group).is_dir()]
+    return sorted({path.stem for folder in folders for path in folder.glob("*.yaml")})
 
 
 def _known_keys(cfg: DictConfig | None, dotted: str) -> list[str]:
@@ -49,26 +90,58 @@ def _known_keys(cfg: DictConfig | None, dotted: str) -> list[str]:
     return sorted(node.keys()) if isinstance(node, DictConfig) else []
 
 
+def _override_key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def prepare_overrides(overrides: Sequence[str]) -> list[str]:
+    """The command-line overrides as Hydra composes them.
+
+    - ``env.id=X`` without an ``env=`` choice selects ``env=id_only`` too: the env starts from clean settings
+      (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
+    - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
+      parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+    """
+    prepared = []
+    for override in overrides:
+        if not override.startswith(("+", "~")) and _override_key(override).startswith("env.kwargs."):
+            override = "++" + override
+        prepared.append(override)
+    keys = [_override_key(o) for o in overrides if not o.startswith("~")]
+    if "env.id" in keys and "env" not in keys:
+        prepared.insert(0, f"env={ENV_BY_ID}")
+    return prepared
+
+
+def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    extra = extra_config_dirs()
+    search = [f"hydra.searchpath=[{','.join(folder.as_uri() for folder in extra)}]"] if extra else []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            return compose(config_name=config_name, overrides=[*search, *overrides])
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def load_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """Compose ``configs/<config_name>.yaml`` with Hydra ``overrides``; validate it.
+    """Compose ``configs/<config_name>.yaml`` (and your config folders) with Hydra ``overrides``; validate it.
 
     Raises:
         ConfigError: unknown key, unknown group option or bad value, with what is allowed.
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
-    GlobalHydra.instance().clear()
+    overrides = prepare_overrides(overrides)
     try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-            cfg = compose(config_name=config_name, overrides=list(overrides))
+        cfg = _compose(config_name, overrides)
     except MissingConfigException as error:
         raise ConfigError(_explain_missing_group(str(error), overrides)) from None
     except (ConfigCompositionException, OverrideParseException) as error:
         raise ConfigError(_explain_composition(error, overrides)) from None
-    finally:
-        GlobalHydra.instance().clear()
     OmegaConf.set_struct(cfg, True)
     validate_config(cfg)
     return cfg
@@ -78,10 +151,12 @@ def _explain_missing_group(message: str, overrides: Sequence[str]) -> str:
     for override in overrides:
         group, _, choice = override.partition("=")
         group = group.lstrip("+~")
-        if "." not in group and (config_dir() / group).is_dir():
+        if "." not in group and any((folder / group).is_dir() for folder in _search_dirs()):
             options = _group_options(group)
             if choice not in options:
-                return f"config group '{group}' has no option {choice!r}; allowed: {', '.join(options)}"
+                searched = ", ".join(str(folder / group) for folder in _search_dirs())
+                return (f"config group '{group}' has no option {choice!r}; allowed: {', '.join(options)} (searched "
+                        f"{searched}; add your own folder with --config-dir DIR or {CONFIG_PATH_VARIABLE})")  # fmt: skip
     return message
 
 
@@ -90,7 +165,7 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
     cause = error.__cause__ or error
     cause_text = str(cause)
     for override in overrides:
-        key = override.partition("=")[0].lstrip("+~")
+        key = _override_key(override)
         if f"'{key}'" in message or key in cause_text:
             parent, _, leaf = key.rpartition(".")
             try:
@@ -108,15 +183,7 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
 
 def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:
     """The config composed with every override but ``dropped`` (to list what a key could have been)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-            return compose(config_name="config", overrides=[o for o in overrides if o != dropped])
-    finally:
-        GlobalHydra.instance().clear()
+    return _compose("config", [o for o in overrides if o != dropped])
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -198,10 +265,29 @@ def validate_sft_config(sft_cfg: DictConfig) -> None:
         raise ConfigError(f"section 'sft': {error}") from None
 
 
+def validate_train_config(cfg: DictConfig) -> None:
+    """What only `vla-rl train` reads: ``experiment.stages`` against ``trainer.init_policy``.
+
+    Raises:
+        ConfigError: an SFT stage and ``trainer.init_policy`` both say where RL starts.
+    """
+    init_policy = cfg.trainer.get("init_policy") if "trainer" in cfg else None
+    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
+    if init_policy and "sft" in stages and "rl" in stages:
+        kept = [stage for stage in stages if stage not in ("collect", "sft")]
+        raise ConfigError(
+            f"'trainer.init_policy'={init_policy!r} and 'experiment.stages'={stages} both say where RL starts (the "
+            f"sft stage's policy would replace it); to start from {init_policy}, run experiment.stages=[{','.join(kept)}]"
+            ", else drop trainer.init_policy"
+        )
+
+
 def validate_env_config(env_cfg: DictConfig) -> None:
     """The env id and tasks exist; kwargs are parameters of the env's factory."""
     from envs.registry import UnknownEnvError, resolve
 
+    if OmegaConf.is_missing(env_cfg, "id"):
+        raise ConfigError("'env.id' is not set: give env.id=NAME (`vla-rl envs list`) or env.id=pkg.module:function")
     try:
         entry, _ = resolve(str(env_cfg.id))
     except (UnknownEnvError, ImportError, ValueError) as error:

@@ -10,6 +10,7 @@ and action statistics taken from the env's action bounds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
 from vla_rl.rollout import RolloutCollector
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.trainer import Trainer
-from vla_rl.trainer_config import validate_rl_sections
+from vla_rl.trainer_config import TrainerConfig, validate_rl_sections
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
@@ -55,6 +56,40 @@ def env_io_spec(env_id: str, task: str, kwargs: dict[str, Any]) -> dict[str, Any
         env.close()
 
 
+def longest_episode_steps(env_id: str, tasks: tuple[str | None, ...], kwargs: dict[str, Any]) -> int:
+    """The longest default episode (``EnvSpec.max_episode_steps``) over ``tasks``, in env steps."""
+    longest = 0
+    for task in tasks:
+        env = make(env_id if task is None else f"{env_id}/{task}", **kwargs)
+        try:
+            longest = max(longest, int(env.unwrapped.env_spec.max_episode_steps))
+        finally:
+            env.close()
+    return longest
+
+
+def rollout_window(longest_episode: int, chunk_size: int) -> int:
+    """Chunk steps that hold an episode of ``longest_episode`` env steps: ``ceil(longest / chunk_size)``."""
+    return max(1, -(-int(longest_episode) // int(chunk_size)))
+
+
+def with_rollout_window(
+    trainer: TrainerConfig, env_id: str, tasks: tuple[str | None, ...], kwargs: dict[str, Any], chunk_size: int
+) -> TrainerConfig:
+    """``trainer`` with ``rollout_steps`` set: as given, or (null) the envs' longest episode in chunks, rounded up.
+
+    Each PPO iteration starts from reset envs (docs/architecture.md), so the window must hold the longest
+    episode for the learner to see how episodes end; a GRPO rollout holds one whole episode per env.
+    """
+    if trainer.rollout_steps is not None:
+        return trainer
+    longest = longest_episode_steps(env_id, tasks, kwargs)
+    steps = rollout_window(longest, chunk_size)
+    print(f"[rl] trainer.rollout_steps={steps}: the longest episode ({longest} env steps) in chunks of "
+          f"{chunk_size} actions")  # fmt: skip
+    return dataclasses.replace(trainer, rollout_steps=steps)
+
+
 def statistics_from_bounds(io_spec: dict[str, Any]) -> dict[str, Any]:
     """Action statistics from the env's bounds and unit state statistics, for a policy without a dataset.
 
@@ -71,6 +106,54 @@ def statistics_from_bounds(io_spec: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of the leaves (an empty dict has none)."""
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+def policy_config_differences(loaded: dict[str, Any], requested: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``policy.<key>`` -> (loaded value, requested value) where the requested policy section says otherwise.
+
+    Keys only the loaded config holds (defaults its schema filled in) are no difference; ``"<unset>"`` marks a
+    key the loaded config lacks.
+    """
+    loaded_flat, requested_flat = _flatten(loaded), _flatten(requested)
+    return {
+        f"policy.{key}": (loaded_flat.get(key, "<unset>"), value)
+        for key, value in requested_flat.items()
+        if loaded_flat.get(key, "<unset>") != value
+    }
+
+
+def check_loaded_policy(folder: Path, loaded: dict[str, Any], requested: dict[str, Any]) -> None:
+    """``trainer.init_policy`` is what the config asks for: the same head, else an error; other keys, else a warning.
+
+    RL builds the loaded policy (its weights need its config), so a different head would be trained with the
+    algorithm settings chosen for another (e.g. ``experiment=flow_residual_ppo`` on a plain flow policy).
+
+    Raises:
+        ConfigError: the loaded policy's head differs from ``policy.head.name``.
+    """
+    differences = policy_config_differences(loaded, requested)
+    if "policy.head.name" in differences:
+        have, want = differences["policy.head.name"]
+        raise ConfigError(
+            f"'trainer.init_policy'={str(folder)!r} holds a policy with head {have!r}, but the config asks for "
+            f"policy.head.name={want!r} (from policy= or experiment=): RL would train the loaded {have!r} head with "
+            f"settings chosen for {want!r}. Start from a policy trained with this config (the same experiment= or "
+            f"policy= for `vla-rl sft` and `vla-rl train`), or choose an experiment/policy whose head is {have!r}"
+        )
+    if differences:
+        listed = "; ".join(f"{key}: loaded {have!r}, asked {want!r}" for key, (have, want) in sorted(differences.items()))
+        logger.warning("trainer.init_policy=%s: its policy config differs from the policy section (%s); RL uses the "
+                       "loaded values, which its weights were trained with", folder, listed)  # fmt: skip
+
+
 def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_policy: str | None) -> PolicySpec:
     if init_policy:
         from policies.hub import load_pretrained
@@ -81,6 +164,9 @@ def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_polic
         policy = load_pretrained(folder)
         weights = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         config = policy.config.to_dict()
+        requested = OmegaConf.to_container(cfg.policy, resolve=True)
+        requested.pop("factory", None)
+        check_loaded_policy(folder, config, requested)
         stats = json.loads(json.dumps(policy.stats))
         logger.info("starting from %s (its config, weights and statistics)", folder)
         return PolicySpec(config, io_spec, stats, str(cfg.policy.factory), int(cfg.seed), weights)
@@ -105,6 +191,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     kwargs = env_kwargs(cfg.env)
     io_spec = env_io_spec(entry.name, tasks[0], kwargs)
     spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer_cfg.init_policy)
+    trainer_cfg = with_rollout_window(trainer_cfg, entry.name, tasks, kwargs, int(spec.config.get("chunk_size", 1)))
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
     env_config = EnvWorkerConfig(
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
@@ -112,17 +199,19 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     )  # fmt: skip
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
-        env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus)
+        env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus,
+                                   trainer_cfg.resources_of("env_worker"))  # fmt: skip
         device = None if trainer_cfg.device == "auto" else trainer_cfg.device
         rollout_worker = (
             ray.remote(RolloutWorker)
-            .options(num_cpus=trainer_cfg.rollout_worker_cpus, num_gpus=trainer_cfg.rollout_gpus)
+            .options(num_cpus=trainer_cfg.rollout_worker_cpus, num_gpus=trainer_cfg.rollout_gpus,
+                     resources=trainer_cfg.resources_of("rollout_worker"))  # fmt: skip
             .remote(spec, device, trainer_cfg.torch_threads)
         )
         actors = ActorGroup(
             trainer_cfg.actor_world_size, spec, algo.optim_config(), algo.update_config(),
             trainer_cfg.sharding_config(), trainer_cfg.actor_cpus, trainer_cfg.actor_gpus, device,
-            trainer_cfg.torch_threads,
+            trainer_cfg.torch_threads, trainer_cfg.resources_of("actor"),
         )  # fmt: skip
         from vla_rl.logging.trackers import make_trackers
 

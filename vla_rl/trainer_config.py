@@ -84,7 +84,8 @@ class TrainerConfig:
     """The fit loop and the placement of its worker groups (defaults: one 2-core machine).
 
     - ``iterations``: rollout + update cycles. ``rollout_steps``: chunk steps per env per iteration
-      (GRPO: the longest episode in chunks).
+      (GRPO: the longest episode in chunks); null: derived where the run is built
+      (:func:`vla_rl.experiment.with_rollout_window`), the env's longest episode in chunks.
     - ``num_env_workers`` x ``num_stages`` x ``envs_per_stage`` envs; pipeline stages overlap
       simulation with inference (1 = no overlap).
     - ``actor_world_size``: FSDP2 ranks; ``sharding``: :class:`ShardingConfig` fields.
@@ -103,7 +104,7 @@ class TrainerConfig:
     """
 
     iterations: int = 20
-    rollout_steps: int = 8
+    rollout_steps: int | None = None
     num_env_workers: int = 1
     num_stages: int = 2
     envs_per_stage: int = 4

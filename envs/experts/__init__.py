@@ -49,29 +49,41 @@ def _factory_expert(factory: Callable[..., Any] | None) -> Callable[..., Any] | 
     return import_object(expert)
 
 
+def _factory_of(env_id: str) -> Callable[..., Any] | None:
+    """The factory of a registered env name or a factory import path (``NAME[/TASK]``), or None if unknown."""
+    from envs.registry import UnknownEnvError, resolve
+
+    try:
+        entry, _ = resolve(env_id)
+    except UnknownEnvError:
+        return None
+    return entry.load_factory()
+
+
 def get_expert(
     env_name: str, task: str, env: Any, factory: Callable[..., Any] | None = None, **kwargs: Any
 ) -> Any:
     """The scripted expert of ``env_name``/``task`` driving ``env`` (kwargs: ``noise_std``, ``seed``).
 
-    ``factory`` (the env's factory; imported from ``env_name`` when that is an import path) is
-    consulted first: its ``expert`` attribute, when set, builds the expert with
-    ``make_expert(env, task, **kwargs)``.
+    ``env_name`` is the env's id: a registered name or a factory import path (``pkg.module:make``).
+    ``factory`` (the env's factory; found from ``env_name`` when not given) is consulted first: its
+    ``expert`` attribute, when set, builds the expert with ``make_expert(env, task, **kwargs)``.
 
     Raises:
-        KeyError: no expert for this env/task; the message lists the pairs that exist.
+        KeyError: no expert for this env/task; the message lists the pairs that exist and what to do.
     """
-    if factory is None and ":" in env_name:  # an env given by import path carries its own expert
-        from envs.registry import import_object
-
-        factory = import_object(env_name.partition("/")[0])
+    if factory is None:
+        factory = _factory_of(env_name)
     make_expert = _factory_expert(factory)
     if make_expert is not None:
         return make_expert(env, task, **kwargs)
-    if env_name not in EXPERT_LOADERS or task not in EXPERT_LOADERS[env_name]():
-        pairs = ", ".join(f"{name}/{t}" for name, tasks in available_experts().items() for t in tasks)
+    name = env_name.partition("/")[0]
+    if name not in EXPERT_LOADERS or task not in EXPERT_LOADERS[name]():
+        pairs = ", ".join(f"{n}/{t}" for n, tasks in available_experts().items() for t in tasks)
+        where = f"its factory {getattr(factory, '__qualname__', factory)!r} has no `expert` attribute" if factory \
+            else "it is neither a registered env nor a factory import path"  # fmt: skip
         raise KeyError(
-            f"no scripted expert for {env_name}/{task}; experts exist for: {pairs}. For your own env, "
-            "set `factory.expert = 'pkg.module:make_expert'` (see docs/new_env_guide.md)"
+            f"no scripted expert for env {name!r}, task {task!r}: {where}. Experts exist for: {pairs}. For your own "
+            "env, set `make.expert = 'pkg.module:make_expert'` on its factory (see docs/new_env_guide.md)"
         )
-    return EXPERT_LOADERS[env_name]()[task](env, **kwargs)
+    return EXPERT_LOADERS[name]()[task](env, **kwargs)

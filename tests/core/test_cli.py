@@ -6,7 +6,7 @@ import pytest
 
 from vla_rl.cli import build_parser, main
 
-SUBCOMMANDS = ("train", "eval", "collect", "sft", "bench", "envs")
+SUBCOMMANDS = ("train", "eval", "collect", "sft", "bench", "envs", "plot", "config")
 
 
 def test_help_lists_every_subcommand_and_each_has_help(capsys):

@@ -1,4 +1,5 @@
-"""Every named experiment composes, validates, and its rollout window shows the learner whole episodes."""
+"""Every named experiment composes, validates, runs with any env, and its rollout window shows the learner
+whole episodes."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import pytest
 
 from envs.registry import resolve
 from vla_rl.config import config_dir, env_kwargs, load_config, resolve_tasks, validate_config
-from vla_rl.experiment import env_io_spec
+from vla_rl.experiment import env_io_spec, rollout_window, with_rollout_window
+from vla_rl.trainer_config import TrainerConfig, section
 
 EXPERIMENTS = sorted(path.stem for path in (config_dir() / "experiment").glob("*.yaml") if path.stem != "base")
+#: Experiments named for one env may pin its settings; every other one must run on any env.
+ENV_SPECIFIC = ("robosuite_lift",)
 
 
-def _experiment(name: str):
-    cfg = load_config([f"experiment={name}"])
+def _experiment(name: str, *overrides: str):
+    cfg = load_config([f"experiment={name}", *overrides])
     validate_config(cfg)
     return cfg
 
@@ -35,10 +39,25 @@ def test_rollout_window_covers_the_longest_episode(name):
         pytest.importorskip("robosuite")
     entry, _ = resolve(str(cfg.env.id))
     kwargs = env_kwargs(cfg.env)
-    longest = max(env_io_spec(entry.name, task, kwargs)["max_episode_steps"]
-                  for task in resolve_tasks(cfg.env, entry.tasks))  # fmt: skip
-    window = int(cfg.trainer.rollout_steps) * int(cfg.policy.chunk_size)
+    tasks = tuple(resolve_tasks(cfg.env, entry.tasks))
+    longest = max(env_io_spec(entry.name, task, kwargs)["max_episode_steps"] for task in tasks)
+    chunk_size = int(cfg.policy.chunk_size)
+    steps = cfg.trainer.rollout_steps or rollout_window(longest, chunk_size)  # null: what with_rollout_window sets
+    window = steps * chunk_size
     assert window >= longest, (
-        f"experiment {name}: trainer.rollout_steps={cfg.trainer.rollout_steps} chunks of {cfg.policy.chunk_size} "
+        f"experiment {name}: trainer.rollout_steps={steps} chunks of {chunk_size} "
         f"= {window} env steps, shorter than the longest episode ({longest} steps)"
     )
+
+
+@pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n not in ENV_SPECIFIC])
+def test_an_experiment_takes_any_env_with_its_tasks_and_window(name):
+    """`env.id=` replaces the experiment's env wholesale: no tabletop task or option comes along, and the
+    derived window follows the point env's 20-step episodes (5 chunks of 4)."""
+    cfg = _experiment(name, "env.id=point_env:make", "env.kwargs.image_size=16")
+    assert dict(cfg.env) == {"id": "point_env:make", "tasks": "all", "kwargs": {"image_size": 16}}
+    if cfg.trainer.rollout_steps is None:
+        trainer = with_rollout_window(section(cfg, "trainer", TrainerConfig), "point_env:make",
+                                      ("reach_red", "reach_blue"), {"image_size": 16}, int(cfg.policy.chunk_size))  # fmt: skip
+        assert trainer.rollout_steps == 5 == rollout_window(20, 4)
+    assert rollout_window(40, 4) == 10 and rollout_window(41, 4) == 11 and rollout_window(3, 4) == 1

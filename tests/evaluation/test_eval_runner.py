@@ -203,7 +203,8 @@ def test_actor_with_wrong_action_shape_is_explained(tmp_path):
 def test_expert_for_env_without_one_is_explained(tmp_path):
     envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=1)
     settings = EvalSettings(episodes_per_task=1, video=VideoSettings(episodes_per_task=0, grid_envs=0))
-    with pytest.raises(KeyError, match="no scripted expert for point/reach_red; experts exist for: tabletop/"):
+    with pytest.raises(KeyError, match="no scripted expert for env 'point_env:make', task 'reach_red': its factory "
+                                       "'make' has no `expert` attribute. Experts exist for: tabletop/"):
         evaluate_and_report(envs, ExpertActionSource(), ["reach_red"], settings, tmp_path, {"kind": "expert"}, {})
     envs.close()
 

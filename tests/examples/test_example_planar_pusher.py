@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from vla_rl.cli import main
 from vla_rl.data.demos import load_demonstrations
 
 ENV_ID = "planar_pusher.env:make"
+CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "planar_pusher" / "configs")  # the package's own
 
 
 def test_the_conformance_kit_passes_by_import_path_for_every_task(capsys):
@@ -55,8 +57,8 @@ def test_push_success_is_the_goal_distance_and_the_puck_moves_only_when_pushed()
     env.close()
 
 
-def test_collect_and_bench_work_on_it_through_the_config_file(tmp_path, capsys):
-    code = main(["collect", "env=planar_pusher", "env.tasks=[push,reach]", "env.kwargs.image_size=16",
+def test_collect_and_bench_work_on_it_through_its_own_config_folder(tmp_path, capsys):
+    code = main(["collect", "--config-dir", CONFIGS, "env=planar_pusher", "env.tasks=[push,reach]", "env.kwargs.image_size=16",
                  "collect.episodes_per_task=2", f"collect.output={tmp_path}"])  # fmt: skip
     assert code == 0
     episodes, attrs = load_demonstrations(tmp_path / "demos.hdf5")
@@ -82,3 +84,14 @@ def test_get_expert_finds_the_expert_from_the_import_path_alone():
     expert.reset(seed=0)
     assert expert.act(None).shape == (2,)
     env.close()
+
+
+def test_eval_with_the_expert_finds_it_through_the_factory(tmp_path, capsys):
+    """`vla-rl eval eval.policy=expert` on an env given by import path: the env's spec names it
+    'planar_pusher', which is no registered env; the expert comes from the factory's `expert`."""
+    code = main(["eval", f"env.id={ENV_ID}", "env.tasks=[reach]", "env.kwargs.image_size=16", "eval.policy=expert",
+                 "eval.episodes_per_task=2", "eval.num_envs=2", "eval.video.episodes_per_task=0",
+                 "eval.video.grid_envs=0", "eval.trackers=[]", f"eval.output={tmp_path}"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    info = json.loads((tmp_path / "eval_info.json").read_text())
+    assert info["policy"]["kind"] == "expert" and info["overall"]["success_rate"] == 1.0

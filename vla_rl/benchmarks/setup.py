@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 import policies  # noqa: F401
 from envs.registry import resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.experiment import env_io_spec, policy_spec_from_config
+from vla_rl.experiment import env_io_spec, policy_spec_from_config, with_rollout_window
 from vla_rl.trainer_config import AlgoConfig, TrainerConfig, section
 from vla_rl.workers.env_worker import EnvWorkerConfig
 from vla_rl.workers.policy_factory import PolicySpec
@@ -66,6 +66,7 @@ def bench_setup(cfg: DictConfig) -> BenchSetup:
     kwargs = env_kwargs(cfg.env)
     io_spec = env_io_spec(entry.name, tasks[0], kwargs)
     spec = policy_spec_from_config(cfg, io_spec, trainer.init_policy)
+    trainer = with_rollout_window(trainer, entry.name, tasks, kwargs, int(spec.config.get("chunk_size", 1)))
     return BenchSetup(trainer, algo, entry.name, tasks, kwargs, io_spec, spec, int(cfg.seed))
 
 

@@ -11,4 +11,5 @@ COMMAND_MODULES = (
     "vla_rl.commands.bench",
     "vla_rl.commands.envs",
     "vla_rl.commands.plot",
+    "vla_rl.commands.config",
 )

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from vla_rl.commands.common import OVERRIDES_HELP
+from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
 TARGETS_WITH_OVERRIDES = ("rollout", "update")
 
@@ -77,7 +77,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=3, help="measured rounds after a warm-up (bench rollout, update)")
-    bench.add_argument("overrides", nargs="*", help=f"bench rollout / update: {OVERRIDES_HELP}")
     bench.add_argument("--min-seconds", type=float, default=3.0,
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
+    add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")
     bench.set_defaults(func=cmd_bench)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vla_rl.commands.common import OVERRIDES_HELP
+from vla_rl.commands.common import add_config_arguments
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -43,5 +43,5 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Collect demonstrations with the scripted experts into collect.output "
         "(demos.hdf5 in robomimic layout, stats.json). Interrupt any time: a rerun continues.",
     )
-    collect.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    add_config_arguments(collect)
     collect.set_defaults(func=cmd_collect)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vla_rl.commands.common import OVERRIDES_HELP
+from vla_rl.commands.common import add_config_arguments
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -41,5 +41,5 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Run eval.episodes_per_task seeded episodes per task with eval.policy (a policy folder, a "
         "checkpoint, a run folder, or `expert`); write eval_info.json, metrics.jsonl and videos to eval.output.",
     )
-    evaluate.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    add_config_arguments(evaluate)
     evaluate.set_defaults(func=cmd_eval)

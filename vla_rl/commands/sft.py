@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vla_rl.commands.common import OVERRIDES_HELP
+from vla_rl.commands.common import add_config_arguments
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
@@ -48,5 +48,5 @@ def register(commands: argparse._SubParsersAction) -> None:
         "(default: collect.output; make them with `vla-rl collect`). Writes the best-validation and the "
         "last policy (save_pretrained folders) and sft_metrics.jsonl into sft.output.",
     )
-    sft.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    add_config_arguments(sft)
     sft.set_defaults(func=cmd_sft)

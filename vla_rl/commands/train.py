@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 
-from vla_rl.commands.common import OVERRIDES_HELP
+from vla_rl.commands.common import add_config_arguments
+
+
+def train_overrides(overrides: list[str]) -> list[str]:
+    """``overrides`` as `vla-rl train` composes them: without an ``experiment=``, the default experiment."""
+    if any(o.lstrip("+~").startswith("experiment=") for o in overrides):
+        return list(overrides)
+    return ["experiment=default", *overrides]
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from vla_rl.config import load_config
+    from vla_rl.config import load_config, validate_train_config
     from vla_rl.pipeline import run_experiment
 
-    overrides = list(args.overrides)
-    if not any(o.lstrip("+~").startswith("experiment=") for o in overrides):
-        overrides.insert(0, "experiment=default")  # `vla-rl train` alone runs the default experiment
-    run_experiment(load_config(overrides))
+    cfg = load_config(train_overrides(list(args.overrides)))
+    validate_train_config(cfg)
+    run_experiment(cfg)
     return 0
 
 
@@ -26,5 +32,5 @@ def register(commands: argparse._SubParsersAction) -> None:
         "`vla-rl train` (the default experiment), `vla-rl train algo=grpo trainer.iterations=50`, "
         "`vla-rl train run_dir=outputs/my_run trainer.resume=true` (continue from the latest checkpoint).",
     )
-    train.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    add_config_arguments(train)
     train.set_defaults(func=cmd_train)

@@ -84,7 +84,7 @@ def make_eval_envs(
         def make_env(index: int) -> Any:
             return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)
 
-        return ChunkedEnvs(make_env, num_envs, base_seed=seed, auto_reset=False)
+        return ChunkedEnvs(make_env, num_envs, base_seed=seed, auto_reset=False, env_id=env_id)
     from vla_rl.runtime.ray_cluster import init_ray
     from vla_rl.workers.env_group import EnvWorkerGroup
     from vla_rl.workers.env_worker import EnvWorkerConfig
