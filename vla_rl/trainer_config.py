@@ -101,6 +101,9 @@ class TrainerConfig:
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
       ``ray_address`` joins a running cluster. ``torch_threads`` per worker process.
+    - ``placement``: custom Ray resources each worker of a group asks for, by group (``env_worker``,
+      ``rollout_worker``, ``actor``), e.g. ``+trainer.placement.env_worker={sim_node: 1}`` puts the env workers
+      on the nodes started with ``ray start --resources='{"sim_node": 8}'``.
     """
 
     iterations: int = 20
@@ -128,6 +131,7 @@ class TrainerConfig:
     ray_num_cpus: int = 0
     ray_address: str | None = None
     torch_threads: int = 1
+    placement: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from vla_rl.logging.trackers import TRACKERS
@@ -147,12 +151,22 @@ class TrainerConfig:
         unknown = [name for name in self.trackers if name not in TRACKERS]
         if unknown:
             raise FieldError("trackers", self.trackers, f"allowed: {', '.join(sorted(TRACKERS))}")
+        groups = ("env_worker", "rollout_worker", "actor")
+        for group, resources in self.placement.items():
+            if group not in groups:
+                raise FieldError("placement", dict(self.placement), f"groups allowed: {', '.join(groups)}")
+            if not isinstance(resources, dict) or any(float(v) <= 0 for v in resources.values()):
+                raise FieldError(f"placement.{group}", resources, "must map Ray resource names to amounts > 0")
         if self.init_policy is not None and not (Path(self.init_policy) / "config.json").is_file():
             raise FieldError("init_policy", self.init_policy,
                              "must be a save_pretrained folder (with config.json), e.g. RUN_DIR/sft/best")
 
     def sharding_config(self) -> ShardingConfig:
         return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
+
+    def resources_of(self, group: str) -> dict[str, float]:
+        """The custom Ray resources each worker of ``group`` asks for (``placement``)."""
+        return {name: float(amount) for name, amount in self.placement.get(group, {}).items()}
 
     @property
     def num_envs(self) -> int:

@@ -27,12 +27,13 @@ class ActorGroup:
         num_gpus_per_rank: float = 0.0,
         device: str | None = None,
         num_threads: int | None = None,
+        resources: dict[str, float] | None = None,
     ):
         if world_size < 1:
             raise ValueError(f"actor world_size={world_size} must be >= 1")
         remote = ray.remote(ActorWorker)
         self.workers = [
-            remote.options(num_cpus=num_cpus_per_rank, num_gpus=num_gpus_per_rank).remote(
+            remote.options(num_cpus=num_cpus_per_rank, num_gpus=num_gpus_per_rank, resources=dict(resources or {})).remote(
                 rank, world_size, policy_spec, optim, update, sharding, device, num_threads
             )
             for rank in range(world_size)

@@ -59,6 +59,7 @@ class EnvWorkerGroup:
     base: EnvWorkerConfig
     num_workers: int
     num_cpus_per_worker: float = 1.0
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per worker (placement)
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -89,9 +90,9 @@ class EnvWorkerGroup:
         return replace(self.base, global_offset=offset)
 
     def _start(self, index: int):
-        return self._remote_class.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
-            self._config_of(index)
-        )
+        return self._remote_class.options(
+            num_cpus=self.num_cpus_per_worker, resources=dict(self.resources), max_restarts=0
+        ).remote(self._config_of(index))
 
     def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
         """Reset the envs of ``stage``; per-env lists are in stage env order."""
