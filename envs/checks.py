@@ -1,29 +1,48 @@
 """The conformance kit: checks every env of vla-rl must pass.
 
-``vla-rl envs check NAME[/TASK]`` runs :func:`run_checks`. It runs gymnasium's own
-env checker, then our checks of the protocol in :mod:`envs.base`, and stops at the
-first failure with a :class:`ConformanceError` that says which check failed and why.
+``vla-rl envs check NAME[/TASK]`` runs :func:`run_checks`. It checks the protocol of :mod:`envs.base`
+first, in vla-rl's own words (the spec, every observation key after reset and after steps), then runs
+gymnasium's env checker for the API (with its advice about normalised action spaces and infinite bounds
+left out: actions are in the robot's own units), then determinism, ``is_success``, the reset options and
+bad actions. It stops at the first failure with a :class:`ConformanceError` that says which check failed
+and why, in plain text (no terminal colour codes).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from envs.base import EnvSpec, InvalidActionError
+from envs.base import INSTRUCTION_CHARSET, INSTRUCTION_MAX_LENGTH, EnvSpec, InvalidActionError
+
+ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+#: The allowed instruction characters, as a user reads them.
+CHARSET_TEXT = "ASCII letters, digits, space and , . ' - ! ?"
+#: gymnasium's advice that vla-rl's protocol overrules (actions are in robot units; proprioception may be
+#: unbounded, action bounds are checked by :func:`check_spec`) and its notice that rendering is skipped.
+GYMNASIUM_ADVICE = (".*symmetric and normalized space.*", ".*infinity.*", ".*render.*")
+#: Steps of random actions whose observations :func:`check_observation` checks like the reset's.
+OBSERVATION_STEPS = 3
+
+
+def plain(text: str) -> str:
+    """``text`` without terminal colour codes (gymnasium colours its warnings)."""
+    return ANSI_CODE.sub("", text)
 
 
 class ConformanceError(AssertionError):
     """A conformance check failed; ``check`` names it."""
 
     def __init__(self, check: str, message: str):
-        super().__init__(f"[{check}] {message}")
+        super().__init__(f"[{check}] {plain(message)}")
         self.check = check
 
 
@@ -51,27 +70,31 @@ def _observations_equal(first: dict, second: dict) -> bool:
 
 
 def check_gymnasium_api(env: gym.Env) -> None:
-    """gymnasium's own checker (spaces, seeding, step/reset signatures)."""
+    """gymnasium's own checker (spaces, seeding, step/reset signatures); its advice is no failure."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", category=UserWarning)
-        # The checker's own notice that rendering is skipped is not a defect.
-        warnings.filterwarnings("ignore", message=".*render.*")
-        # Unbounded proprioception (a Box with infinite bounds) is legitimate.
-        warnings.filterwarnings("ignore", message=".*infinity.*")
+        for advice in GYMNASIUM_ADVICE:
+            warnings.filterwarnings("ignore", message=advice)
         try:
             check_env(env, skip_render_check=True)
         except Exception as error:  # noqa: BLE001 - report any failure of the checker
             raise ConformanceError("gymnasium", f"{type(error).__name__}: {error}") from error
 
 
+def _bounds_text(space: gym.spaces.Box) -> str:
+    return f"low={space.low.tolist()}, high={space.high.tolist()}"
+
+
 def check_spec(env: gym.Env) -> None:
-    """The env describes itself through an EnvSpec that agrees with its spaces."""
+    """The env describes itself through an EnvSpec that agrees with its spaces; actions are a bounded Box."""
     spec = getattr(env, "env_spec", None)
     _require(isinstance(spec, EnvSpec), "spec", "env has no `env_spec` attribute of type envs.base.EnvSpec")
     space = env.observation_space
-    _require(isinstance(space, gym.spaces.Dict), "spec", "observation_space must be a Dict")
+    _require(isinstance(space, gym.spaces.Dict), "spec",
+             "observation_space must be a gymnasium.spaces.Dict (envs.base.make_observation_space makes one)")  # fmt: skip
     for key in ("images", "state", "instruction"):
-        _require(key in space.spaces, "spec", f"observation_space lacks key {key!r}")
+        _require(key in space.spaces, "spec", f"observation_space lacks key {key!r} (it needs images, state, instruction; "
+                 "envs.base.make_observation_space declares them)")  # fmt: skip
     _require(
         tuple(space["images"].spaces) == spec.camera_names,
         "spec",
@@ -79,7 +102,17 @@ def check_spec(env: gym.Env) -> None:
     )
     _require(space["state"].shape == (spec.state_dim,), "spec", "state shape differs from env_spec.state_dim")
     action_space = env.action_space
-    _require(isinstance(action_space, gym.spaces.Box), "spec", "action_space must be a Box")
+    _require(isinstance(action_space, gym.spaces.Box), "spec",
+             f"action_space must be a gymnasium.spaces.Box in the robot's own units, got {type(action_space).__name__}")  # fmt: skip
+    _require(
+        bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))),
+        "spec",
+        f"action_space is unbounded ({_bounds_text(action_space)}): give finite bounds in the robot's own units "
+        "(e.g. Box(-0.03, 0.03) metres per step); vla-rl clips actions to them and scales a policy without "
+        "demonstrations by them",
+    )
+    _require(bool(np.all(action_space.low < action_space.high)), "spec",
+             f"action_space bounds must have low < high in every dimension ({_bounds_text(action_space)})")  # fmt: skip
     _require(
         np.allclose(action_space.low, spec.action_low) and np.allclose(action_space.high, spec.action_high),
         "spec",
@@ -90,31 +123,66 @@ def check_spec(env: gym.Env) -> None:
     _require(spec.max_episode_steps > 0, "spec", "max_episode_steps must be positive")
 
 
-def check_observation(env: gym.Env, seed: int = 0) -> None:
-    """Images have the declared shape and dtype and are not blank; the instruction is a string."""
-    spec: EnvSpec = env.env_spec
-    observation, info = env.reset(seed=seed)
+def observation_problem(observation: Any, spec: EnvSpec) -> str | None:
+    """What is wrong with one observation of the protocol (the key and why), or None.
+
+    Images must be uint8 ``(H, W, 3)`` of every camera and not blank; the state float32 ``(state_dim,)`` and
+    finite; the instruction a non-empty string of at most INSTRUCTION_MAX_LENGTH characters of
+    ``envs.base.INSTRUCTION_CHARSET``.
+    """
+    if not isinstance(observation, dict):
+        return f"the observation must be a dict with keys images, state, instruction, got {type(observation).__name__}"
+    missing = [key for key in ("images", "state", "instruction") if key not in observation]
+    if missing:
+        return f"the observation lacks key(s) {missing} (it must hold images, state, instruction)"
+    extra = sorted(set(observation) - {"images", "state", "instruction"})
+    if extra:
+        return f"the observation has key(s) {extra} besides images, state, instruction"
+    images = observation["images"]
+    if not isinstance(images, dict):
+        return f"observation['images'] must be a dict camera name -> image, got {type(images).__name__}"
     height, width = spec.image_size
     for camera in spec.camera_names:
-        _require(camera in observation["images"], "images", f"camera {camera!r} missing from observation")
-        image = observation["images"][camera]
-        _require(
-            isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.shape == (height, width, 3),
-            "images",
-            f"camera {camera!r}: expected uint8 {(height, width, 3)}, got "
-            f"{getattr(image, 'dtype', type(image))} {getattr(image, 'shape', None)}",
-        )
-        _require(int(image.max()) - int(image.min()) > 10, "images", f"camera {camera!r} image is blank")
+        if camera not in images:
+            return f"observation['images'] lacks camera {camera!r} (env_spec.camera_names: {list(spec.camera_names)})"
+        image = images[camera]
+        if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.shape == (height, width, 3)):
+            return (f"observation['images'][{camera!r}]: expected uint8 {(height, width, 3)}, got "
+                    f"{getattr(image, 'dtype', type(image).__name__)} {getattr(image, 'shape', '')}")  # fmt: skip
+        if int(image.max()) - int(image.min()) <= 10:
+            return f"observation['images'][{camera!r}] is blank (one flat colour): is the camera looking at the scene?"
     state = observation["state"]
-    _require(state.dtype == np.float32 and state.shape == (spec.state_dim,), "state", "state must be float32")
-    _require(bool(np.all(np.isfinite(state))), "state", "state contains NaN or inf")
+    if not (isinstance(state, np.ndarray) and state.dtype == np.float32 and state.shape == (spec.state_dim,)):
+        return (f"observation['state']: expected float32 ({spec.state_dim},), got "
+                f"{getattr(state, 'dtype', type(state).__name__)} {getattr(state, 'shape', '')}")  # fmt: skip
+    if not np.all(np.isfinite(state)):
+        return f"observation['state'] contains NaN or inf: {state.tolist()}"
     instruction = observation["instruction"]
-    _require(
-        isinstance(instruction, str) and instruction.strip() != "",
-        "instruction",
-        f"instruction must be a non-empty string, got {instruction!r}",
-    )
-    _require("init_state" in info, "reset", "reset info lacks 'init_state'")
+    if not isinstance(instruction, str) or not instruction.strip():
+        return f"observation['instruction'] must be a non-empty string, got {instruction!r}"
+    if len(instruction) > INSTRUCTION_MAX_LENGTH:
+        return f"observation['instruction'] has {len(instruction)} characters, more than {INSTRUCTION_MAX_LENGTH}"
+    outside = sorted(set(instruction) - INSTRUCTION_CHARSET)
+    if outside:
+        return (f"observation['instruction'] {instruction!r} has characters outside the allowed set: "
+                f"{''.join(outside)!r}; allowed: {CHARSET_TEXT} (envs.base.INSTRUCTION_CHARSET)")  # fmt: skip
+    return None
+
+
+def check_observation(env: gym.Env, seed: int = 0) -> None:
+    """Every key of the observation after reset and after a few random steps, named where it is wrong."""
+    spec: EnvSpec = env.env_spec
+    observation, info = env.reset(seed=seed)
+    problem = observation_problem(observation, spec)
+    _require(problem is None, "observation", f"after reset: {problem}")
+    _require(isinstance(info, dict) and "init_state" in info, "observation", "reset info lacks 'init_state'")
+    env.action_space.seed(seed)
+    for step in range(1, OBSERVATION_STEPS + 1):
+        observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        problem = observation_problem(observation, spec)
+        _require(problem is None, "observation", f"after step {step}: {problem}")
+        if terminated or truncated:
+            break
 
 
 def check_determinism(env: gym.Env, seed: int = 123, num_steps: int = 5) -> None:
@@ -185,8 +253,8 @@ def check_bad_actions(env: gym.Env) -> None:
 
 CHECKS: dict[str, Callable[[gym.Env], None]] = {
     "spec": check_spec,
-    "gymnasium": check_gymnasium_api,
     "observation": check_observation,
+    "gymnasium": check_gymnasium_api,
     "determinism": check_determinism,
     "success": check_success_reported,
     "reset-options": check_reset_options,

@@ -5,13 +5,13 @@ import pytest
 
 from envs.checks import CheckResult, ConformanceError, run_checks
 
+NAMES = ["spec", "observation", "gymnasium", "determinism", "success", "reset-options", "bad-action"]
+
 
 def test_a_conforming_env_passes_every_check():
     results: list[CheckResult] = []
     run_checks(lambda: point_env.make("reach_red"), report=results.append)
-    assert [r.name for r in results] == [
-        "spec", "gymnasium", "observation", "determinism", "success", "reset-options", "bad-action",
-    ]  # fmt: skip
+    assert [r.name for r in results] == NAMES
     assert all(r.passed for r in results)
 
 
@@ -54,6 +54,31 @@ def test_spec_determinism_and_success_checks_catch_their_defect(env_class, faili
         run_checks(lambda: env_class("reach_red"), report=results.append)
     assert error.value.check == failing_check
     assert str(error.value) == f"[{failing_check}] {message}"
-    names = ["spec", "gymnasium", "observation", "determinism", "success", "reset-options", "bad-action"]
-    assert [r.name for r in results] == names[: names.index(failing_check) + 1]
+    assert [r.name for r in results] == NAMES[: NAMES.index(failing_check) + 1]
     assert [r.passed for r in results] == [True] * (len(results) - 1) + [False]
+
+
+def test_actions_in_robot_units_pass_though_gymnasium_advises_normalised_ones():
+    """An asymmetric Box beyond [-1, 1] is the protocol's own units; gymnasium's advice is no failure."""
+    run_checks(lambda: point_env.RobotUnitsPointEnv("reach_red"))
+
+
+@pytest.mark.parametrize(
+    ("env_class", "failing_check", "message"),
+    [
+        (point_env.UnboundedActionPointEnv, "spec", "action_space is unbounded (low=[-inf, -inf], high=[inf, inf]): "
+                                                    "give finite bounds in the robot's own units"),
+        (point_env.NoInstructionPointEnv, "observation", "after reset: the observation lacks key(s) ['instruction']"),
+        (point_env.ColonInstructionPointEnv, "observation",
+         "after reset: observation['instruction'] 'goal: the red square' has characters outside the allowed set: "
+         "':'; allowed: ASCII letters, digits, space and , . ' - ! ? (envs.base.INSTRUCTION_CHARSET)"),
+        (point_env.BlankAfterResetPointEnv, "observation", "after step 1: observation['images']['top'] is blank"),
+        (point_env.ListRewardPointEnv, "gymnasium", "UserWarning: WARN: The reward returned by `step()` must be a float"),
+    ],
+)  # fmt: skip
+def test_failures_name_the_key_in_the_frameworks_words_in_plain_text(env_class, failing_check, message):
+    with pytest.raises(ConformanceError) as error:
+        run_checks(lambda: env_class("reach_red"))
+    assert error.value.check == failing_check
+    assert str(error.value).startswith(f"[{failing_check}] {message}"), str(error.value)
+    assert "\x1b" not in str(error.value)  # gymnasium colours its warnings; the kit prints plain text

@@ -143,3 +143,52 @@ class SilentSuccessPointEnv(PointEnv):
         observation, reward, terminated, truncated, info = super().step(action)
         del info["is_success"]
         return observation, reward, terminated, truncated, info
+
+
+class RobotUnitsPointEnv(PointEnv):
+    """Actions in its own units: an asymmetric Box beyond [-1, 1] (gymnasium only advises against it)."""
+
+    LOW, HIGH = (-0.05, -2.0), (0.1, 2.0)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        low, high = np.array(self.LOW, np.float32), np.array(self.HIGH, np.float32)
+        self.action_space = __import__("gymnasium").spaces.Box(low, high, dtype=np.float32)
+        self.env_spec = replace(self.env_spec, action_low=self.LOW, action_high=self.HIGH, action_names=("dx", "turn"))
+
+
+class UnboundedActionPointEnv(PointEnv):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.action_space = __import__("gymnasium").spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+        self.env_spec = replace(self.env_spec, action_low=(-np.inf,) * 2, action_high=(np.inf,) * 2)
+
+
+class NoInstructionPointEnv(PointEnv):
+    def _observation(self) -> dict:
+        observation = super()._observation()
+        del observation["instruction"]
+        return observation
+
+
+class ColonInstructionPointEnv(PointEnv):
+    def _observation(self) -> dict:
+        return {**super()._observation(), "instruction": "goal: the red square"}
+
+
+class BlankAfterResetPointEnv(PointEnv):
+    """The reset image is fine; every image after a step is black."""
+
+    def _observation(self) -> dict:
+        observation = super()._observation()
+        if self.steps:
+            observation["images"]["top"][:] = 0
+        return observation
+
+
+class ListRewardPointEnv(PointEnv):
+    """Returns the reward in a list: gymnasium's checker warns (in colour)."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, [reward], terminated, truncated, info
