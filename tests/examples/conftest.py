@@ -1,4 +1,4 @@
-"""Make the example package importable as a user's installed package would be (no framework edits)."""
+"""Make the example packages importable as a user's installed packages would be (no framework edits)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,23 @@ import os
 import sys
 from pathlib import Path
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "planar_pusher")
-if EXAMPLE not in sys.path:
-    sys.path.insert(0, EXAMPLE)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (EXAMPLE, os.environ.get("PYTHONPATH", "")) if p)
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PACKAGES = [str(EXAMPLES / name) for name in ("planar_pusher", "rover_nav")]
+for package in PACKAGES:
+    if package not in sys.path:
+        sys.path.insert(0, package)
+# ...and in the processes they start (Ray workers, `vla-rl` subprocesses inherit the environment, not sys.path).
+os.environ["PYTHONPATH"] = os.pathsep.join([*PACKAGES, *(p for p in [os.environ.get("PYTHONPATH", "")] if p)])
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    from vla_rl.runtime.ray_cluster import init_ray
+
+    init_ray(num_cpus=6)
+    yield
+    ray.shutdown()
