@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from vla_rl.commands import COMMAND_MODULES
 from vla_rl.config import ConfigError
-from vla_rl.runtime.checkpoint import CheckpointLoadError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,12 +45,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
-    except CheckpointLoadError as error:
-        print(f"checkpoint error: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        # Imported here, not above: torch's checkpoint module costs seconds that `envs`, `plot` and `config` skip.
+        from vla_rl.runtime.checkpoint import CheckpointLoadError
+
+        if not isinstance(error, CheckpointLoadError):
+            raise
+        print(f"checkpoint error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
