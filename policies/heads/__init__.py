@@ -12,6 +12,7 @@ from typing import Any
 from policies.heads.base import ActionHead, LogProbGranularity, reduce_log_prob
 from policies.heads.diffusion import DiffusionHead, DiffusionHeadConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
+from policies.heads.flow_rl_features import RLFeatureFlowHead, RLFeatureFlowHeadConfig
 from policies.heads.gaussian import GaussianHead, GaussianHeadConfig
 from policies.heads.residual_flow import ResidualFlowHead, ResidualFlowHeadConfig
 from policies.heads.steered_flow import SteeredFlowHead, SteeredFlowHeadConfig
@@ -22,6 +23,7 @@ HEADS: dict[str, type[ActionHead]] = {
     "flow": FlowHead,
     "flow_steered": SteeredFlowHead,
     "flow_residual": ResidualFlowHead,
+    "flow_rl_features": RLFeatureFlowHead,
 }
 
 
@@ -85,6 +87,8 @@ __all__ = [
     "GaussianHead",
     "GaussianHeadConfig",
     "LogProbGranularity",
+    "RLFeatureFlowHead",
+    "RLFeatureFlowHeadConfig",
     "ResidualFlowHead",
     "ResidualFlowHeadConfig",
     "SteeredFlowHead",

@@ -12,6 +12,15 @@ while sampling (stochastic step, noise level), so ``log_prob`` recomputes exactl
 Subclasses give the kernel of one step (:meth:`step_kernel`), and optionally per-sample choices
 (:meth:`draw_choices`), the steps RL trains (:meth:`trained_steps`) and a log-density of the
 initial noise (:meth:`initial_log_prob`).
+
+The kernels are conditioned on ``embedding`` ``(B, condition_dim)``: the observation embedding, or, for a
+head whose RL policy reads more than the embedding, what it concatenates to it (``condition_dim`` is then
+wider than ``embedding_dim``; :mod:`policies.heads.flow_rl_features`).
+
+Where a head learns its kernels' std (:meth:`learns_step_std`, Flow-Noise), ``log_prob`` also returns the
+summed entropies of the trained steps' Gaussian kernels at the stored chain states: a one-sample estimate
+of the chain's entropy given its initial noise (whose own entropy is a constant), so that an entropy bonus
+can keep the learned noise from collapsing (piRL, arXiv 2510.25889, section 4).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from policies.heads.base import ActionHead
-from policies.heads.common import check_chunks, check_embedding, gaussian_log_prob
+from policies.heads.common import check_chunks, check_embedding, gaussian_entropy, gaussian_log_prob
 
 
 @dataclass
@@ -45,6 +54,15 @@ class DenoisingChainHead(ActionHead):
 
     embedding_dim: int
     num_steps: int
+
+    @property
+    def condition_dim(self) -> int:
+        """Width of what the kernels are conditioned on: the embedding's, unless a head reads more."""
+        return self.embedding_dim
+
+    def learns_step_std(self) -> bool:
+        """Whether the kernels' std is learned (then ``log_prob`` returns their entropies); False by default."""
+        return False
 
     def step_kernel(
         self, embedding: torch.Tensor, state: torch.Tensor, step: int, choices: dict[str, torch.Tensor]
@@ -89,7 +107,7 @@ class DenoisingChainHead(ActionHead):
         :meth:`draw_choices`. With ``deterministic=True`` every step takes the deterministic
         sampler's state; ``log_prob`` is still the density of that chain under the stochastic kernels.
         """
-        check_embedding(embedding, self.embedding_dim)
+        check_embedding(embedding, self.condition_dim)
         batch = embedding.shape[0]
         shape = (batch, self.chunk_size, self.action_dim)
         state = torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
@@ -124,23 +142,33 @@ class DenoisingChainHead(ActionHead):
 
         Useful for DPPO's per-denoising-step ratios; :meth:`log_prob` sums them over ``K``.
         """
-        check_embedding(embedding, self.embedding_dim)
+        return self._step_terms(embedding, replay, with_entropy=False)[0]
+
+    def _step_terms(
+        self, embedding: torch.Tensor, replay: dict[str, torch.Tensor], with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-step log-probs and (``with_entropy``) kernel entropies, both ``(B, K, H, A)``, of the trained steps."""
+        check_embedding(embedding, self.condition_dim)
         chain = self._stored_chain(embedding.shape[0], replay)
         choices = {key: replay[key] for key in self.choice_keys()}
-        per_step = []
+        per_step, entropies = [], []
         for step in self.trained_steps():
             kernel = self.step_kernel(embedding, chain[:, step], step, choices)
             step_log_prob = gaussian_log_prob(chain[:, step + 1], kernel.mean, kernel.std)
             per_step.append(self._masked(step_log_prob, kernel.stochastic))
-        return torch.stack(per_step, dim=1)
+            if with_entropy:
+                entropy = gaussian_entropy(kernel.std).expand_as(step_log_prob)
+                entropies.append(self._masked(entropy, kernel.stochastic))
+        return torch.stack(per_step, dim=1), torch.stack(entropies, dim=1) if with_entropy else None
 
     def log_prob(
         self, embedding: torch.Tensor, actions: torch.Tensor, replay: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Joint log-prob ``(B, H, A)`` of the stored chain (whose last state must be ``actions``); entropy None.
+        """Joint log-prob ``(B, H, A)`` of the stored chain (whose last state must be ``actions``), and entropy.
 
-        A denoising chain's marginal entropy has no closed form; algorithms that need an entropy
-        bonus can use ``-log_prob`` as a one-sample estimate.
+        A denoising chain's marginal entropy has no closed form: the entropy is None, except where the
+        head learns its kernels' std (:meth:`learns_step_std`): then the summed entropies ``(B, H, A)`` of
+        the trained steps' kernels (see the module docstring).
         """
         chain = self._stored_chain(embedding.shape[0], replay)
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
@@ -150,9 +178,11 @@ class DenoisingChainHead(ActionHead):
                 f"the actions differ from the last state of replay['chain'] by up to {mismatch:.3g}; pass "
                 "the normalised actions that sample() returned together with this replay"
             )
-        log_prob = self.step_log_probs(embedding, replay).sum(dim=1)
+        per_step, entropies = self._step_terms(embedding, replay, with_entropy=self.learns_step_std())
+        log_prob = per_step.sum(dim=1)
         initial = self.initial_log_prob(chain[:, 0])
-        return (log_prob if initial is None else log_prob + initial), None
+        entropy = None if entropies is None else entropies.sum(dim=1)
+        return (log_prob if initial is None else log_prob + initial), entropy
 
     def _stored_chain(self, batch_size: int, replay: dict[str, torch.Tensor]) -> torch.Tensor:
         required = ["chain", *self.choice_keys()]

@@ -68,8 +68,10 @@ class FiLMResidualBlock(nn.Module):
 class ChunkDenoiser(nn.Module):
     """Predicts noise (diffusion) or velocity (flow) for noisy chunks.
 
-    ``forward(noisy_chunk (B, H, A), time (B,), embedding (B, D)) -> (B, H, A)``. ``time`` is the
-    head's own noise-level coordinate (diffusion timestep index, or flow time scaled by the head).
+    ``forward(noisy_chunk (B, H, A), time (B,), embedding (B, D), condition_offset=None) -> (B, H, A)``.
+    ``time`` is the head's own noise-level coordinate (diffusion timestep index, or flow time scaled by the
+    head). ``condition_offset`` ``(B, hidden_dim)``, where given, is added to the conditioning vector that
+    every block's FiLM reads (a head that conditions its RL policy on more than the embedding).
     """
 
     def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: DenoiserConfig) -> None:
@@ -84,10 +86,18 @@ class ChunkDenoiser(nn.Module):
         self.blocks = nn.ModuleList(FiLMResidualBlock(hidden) for _ in range(config.num_blocks))
         self.output = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, chunk_size * action_dim))
 
-    def forward(self, noisy_chunk: torch.Tensor, time: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        noisy_chunk: torch.Tensor,
+        time: torch.Tensor,
+        embedding: torch.Tensor,
+        condition_offset: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         batch = noisy_chunk.shape[0]
         time_features = sinusoidal_embedding(time.expand(batch), self.time_embedding_dim).to(embedding.dtype)
         condition = self.condition(torch.cat([embedding, time_features], dim=-1))
+        if condition_offset is not None:
+            condition = condition + condition_offset
         features = self.input(noisy_chunk.reshape(batch, -1))
         for block in self.blocks:
             features = block(features, condition)

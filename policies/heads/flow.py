@@ -16,7 +16,8 @@ Gaussian kernel (formulas in :mod:`policies.heads.flow_kernels`):
   (``set_training_step``) never makes a stored log-prob stale.
 - ``rl_method="noise"``: Flow-Noise, mean = the ODE step, std from a learned network bounded in
   ``[log_var_min, log_var_max]``; the log-prob is the joint density of the initial noise
-  (standard normal) and all N steps.
+  (standard normal) and all N steps, and ``log_prob`` also returns the steps' summed kernel entropies
+  (for piRL's entropy bonus on the learned noise; :mod:`policies.heads.chain`).
 """
 
 from __future__ import annotations
@@ -131,6 +132,14 @@ class FlowHead(DenoisingChainHead):
         network_time = torch.full((1,), time * self.config.time_scale, device=state.device)
         return self.denoiser(state, network_time, embedding)
 
+    def noise_std(self, embedding: torch.Tensor, state: torch.Tensor, time: float) -> torch.Tensor:
+        """Flow-Noise's learned std ``(B, H, A)`` of the step from chain state ``(B, H, A)`` at flow time ``time``."""
+        network_time = torch.full((1,), time * self.config.time_scale, device=state.device)
+        return self.noise_network(embedding, network_time, state)
+
+    def learns_step_std(self) -> bool:
+        return self.noise_network is not None
+
     @torch.no_grad()
     def integrate_ode(self, embedding: torch.Tensor, initial_noise: torch.Tensor) -> torch.Tensor:
         """The Euler ODE from ``initial_noise`` ``(B, H, A)`` at t = 1 to an action chunk at t = 0 (no gradient)."""
@@ -163,8 +172,7 @@ class FlowHead(DenoisingChainHead):
         velocity = self.velocity(embedding, state, time)
         ode_next = state - self.step_size * velocity
         if self.noise_network is not None:
-            network_time = torch.full((1,), time * self.config.time_scale, device=state.device)
-            return StepKernel(ode_next, self.noise_network(embedding, network_time, state), ode_next)
+            return StepKernel(ode_next, self.noise_std(embedding, state, time), ode_next)
         noise_level = choices["noise_level"].to(state.dtype)[:, None, None]
         mean, std = flow_sde_step_moments(
             state, velocity, time, self.step_size, noise_level, self.sde_max_time

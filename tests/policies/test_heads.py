@@ -26,9 +26,11 @@ VARIANTS = {
     "flow-noise": ("flow", {**TINY_DENOISER, "rl_method": "noise"}),
     "flow-steered": ("flow_steered", {**TINY_DENOISER, "latent_hidden_dim": 16}),
     "flow-residual": ("flow_residual", {**TINY_DENOISER, "residual_hidden_dim": 16, "base_noise": "sample"}),
+    "flow-rl-features": ("flow_rl_features", TINY_DENOISER),
 }
-# Heads whose RL log-prob deliberately leaves parameters out (tests/policies/test_frozen_flow_heads.py).
-PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual"}
+# Heads whose RL log-prob deliberately leaves parameters or the embedding out (tests/policies/
+# test_frozen_flow_heads.py, test_flow_rl_features_head.py).
+PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual", "flow-rl-features"}
 
 
 def make_head(variant: str, seed: int = 0):
@@ -216,9 +218,10 @@ def test_reduce_log_prob_granularities_on_head_output() -> None:
 
 
 def test_build_head_rejects_unknown_names_options_and_bad_values() -> None:
-    assert set(HEADS) == {"gaussian", "diffusion", "flow", "flow_steered", "flow_residual"}
+    assert set(HEADS) == {"gaussian", "diffusion", "flow", "flow_steered", "flow_residual", "flow_rl_features"}
     with pytest.raises(
-        ValueError, match=r"unknown action head 'mlp'; valid heads: \['diffusion', 'flow', 'flow_residual', 'flow_steered', 'gaussian'\]"
+        ValueError,
+        match=r"unknown action head 'mlp'; valid heads: \['diffusion', 'flow', 'flow_residual', 'flow_rl_features', 'flow_steered', 'gaussian'\]",
     ):
         build_head("mlp", 8, 2, 2)
     with pytest.raises(
