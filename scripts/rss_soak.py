@@ -68,6 +68,8 @@ def main() -> int:
                 continue
             key = str(process.pid)
             entry = series.setdefault(key, {"pid": process.pid, "name": process_label(process), "samples": []})
+            if entry["name"] in ("ray::IDLE", "?"):  # a Ray worker takes its actor's name once it has one
+                entry["name"] = process_label(process)
             entry["samples"].append((round(now, 1), round(rss, 1)))
         time.sleep(args.every)
     for entry in series.values():
