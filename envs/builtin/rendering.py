@@ -1,13 +1,16 @@
 """Offscreen camera rendering for the tabletop env (one GL context per env, created on first use).
 
-On CPU (Mesa's llvmpipe) an image costs ~0.2-0.4 ms at 64 px, most of it drawing the geoms.
-Two things here keep the rest small, without changing a pixel:
+On CPU (Mesa's llvmpipe) a 64 px image of this scene costs 0.2-0.5 ms, nearly all of it drawing
+the geoms (the cost hardly changes between 32 and 64 px). Two things here keep the rest small,
+without changing a pixel:
 
 - ``LP_NUM_THREADS=0`` (unless already set) before the first context of the process: llvmpipe
   rasterises in 64x64 tiles, one thread per tile, so a 64 px image is one tile and its worker threads
-  add only hand-offs. Measured with the machine busy (the usual case with env workers and a learner
-  sharing two cores): 215 instead of 580 us of rendering per env step with images at chunk ends.
-  Set the variable yourself to keep the threads (e.g. for large video frames).
+  only add hand-offs, which cost most on a busy machine (env workers and a learner sharing two cores).
+  Measured while the machine was busy (load 3-4): 217-233 us of rendering per env step with images at
+  chunk ends, against 331-754 us with llvmpipe's default threads. The variable is read once per
+  process, so it also holds for other renderers there; set it yourself to keep the threads (e.g. for
+  large video frames).
 - The scene update, render and read-back called directly on a cached ``MjvCamera`` per camera, as
   ``mujoco.Renderer`` does (same context, buffer and options, so the same pixels), without its
   per-call camera lookup and flag copies.
