@@ -56,5 +56,5 @@ def test_unknown_expert_lists_what_exists(env):
     assert set(available_experts()["tabletop"]) == set(TASKS)
     with pytest.raises(KeyError, match="tabletop/stack"):
         get_expert("tabletop", "juggle", env)
-    with pytest.raises(KeyError, match="no scripted expert for robosuite/Door"):
+    with pytest.raises(KeyError, match="no scripted expert for env 'robosuite', task 'Door'"):
         get_expert("robosuite", "Door", env)

@@ -35,5 +35,5 @@ def test_expert_needs_the_osc_pose_controller():
             get_expert("robosuite", "Lift", env)
     finally:
         env.close()
-    with pytest.raises(KeyError, match="no scripted expert for robosuite/Door.*robosuite/Lift"):
+    with pytest.raises(KeyError, match="no scripted expert for env 'robosuite', task 'Door'.*robosuite/Lift"):
         get_expert("robosuite", "Door", None)
