@@ -4,10 +4,10 @@ import statistics
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from vla_rl.algos import (
     ADVANTAGE_ESTIMATORS,
-    build_rollout_batch,
     compute_advantages,
     gae_advantages,
     get_advantage_estimator,
@@ -274,16 +274,19 @@ def test_estimators_run_on_a_rollout_tensordict(episode_data):
     d = episode_data
     num_envs, num_steps = d["reward"].shape
     mask = torch.ones(num_envs, num_steps, dtype=torch.bool)
-    batch = build_rollout_batch(
-        observation={"state": torch.zeros(num_envs, num_steps, 3)},
-        action_chunk=torch.zeros(num_envs, num_steps, 2, 4),
-        reward=d["reward"],
-        terminated=d["terminated"],
-        truncated=d["truncated"],
-        mask=mask,
-        rollout_log_prob=torch.zeros(num_envs, num_steps, 2, 4),
-        value=d["value"],
-        next_value=reference_next_values(d),
+    batch = TensorDict(
+        {
+            "observation": {"state": torch.zeros(num_envs, num_steps, 3)},
+            "action_chunk": torch.zeros(num_envs, num_steps, 2, 4),
+            "reward": d["reward"],
+            "terminated": d["terminated"],
+            "truncated": d["truncated"],
+            "mask": mask,
+            "rollout_log_prob": torch.zeros(num_envs, num_steps, 2, 4),
+            "value": d["value"],
+            "next_value": reference_next_values(d),
+        },
+        batch_size=[num_envs, num_steps],
     )
     result = compute_advantages(batch, "gae", gamma=GAMMA, lam=LAM)
     torch.testing.assert_close(result.advantages, reference_gae(d, batch["next_value"], mask))

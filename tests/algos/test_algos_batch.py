@@ -1,157 +1,137 @@
+"""The cuts of the update's batch (``vla_rl.algos.batch``), checked against hand-written expectations."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 from tensordict import TensorDict
 
-from vla_rl.algos import (
-    attach_old_log_probs,
-    build_rollout_batch,
-    pad_to_multiple,
-    shard_for_rank,
-    split_microbatches,
-    split_minibatches,
-    unpad,
-    validate_rollout_batch,
-)
+from vla_rl.algos import minibatch_indices, pad_to_multiple, shard_for_rank, split_microbatches, valid_steps
 
-NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM = 5, 4, 3, 2
+NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM = 3, 4, 2, 2
 
 
-def make_batch(seed: int = 0) -> TensorDict:
-    generator = torch.Generator().manual_seed(seed)
+def rollout_batch() -> TensorDict:
+    """``[N, T]`` with a ``step_id`` (n * T + t) to follow every step, and nested entries as in a rollout."""
+    generator = torch.Generator().manual_seed(0)
     mask = torch.ones(NUM_ENVS, NUM_STEPS, dtype=torch.bool)
-    mask[1, 2:] = False
-    mask[3, 1:] = False
-    terminated = torch.zeros(NUM_ENVS, NUM_STEPS, dtype=torch.bool)
-    terminated[1, 1] = terminated[3, 0] = True
-    return build_rollout_batch(
-        observation={
-            "state": torch.randn(NUM_ENVS, NUM_STEPS, 7, generator=generator),
-            "images": TensorDict(
-                {"wrist": torch.zeros(NUM_ENVS, NUM_STEPS, 8, 8, 3, dtype=torch.uint8)},
-                batch_size=[NUM_ENVS, NUM_STEPS],
-            ),
+    mask[0, 3] = mask[2, 1:] = False
+    return TensorDict(
+        {
+            "step_id": torch.arange(NUM_ENVS * NUM_STEPS).reshape(NUM_ENVS, NUM_STEPS),
+            "observation": {"state": torch.randn(NUM_ENVS, NUM_STEPS, 5, generator=generator)},
+            "extras": {
+                "replay.chain": torch.randn(NUM_ENVS, NUM_STEPS, 3, HORIZON, ACTION_DIM, generator=generator)
+            },
+            "old_log_prob": torch.randn(NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM, generator=generator),
+            "mask": mask,
         },
-        action_chunk=torch.randn(NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM, generator=generator),
-        reward=torch.randn(NUM_ENVS, NUM_STEPS, generator=generator),
-        terminated=terminated,
-        truncated=torch.zeros(NUM_ENVS, NUM_STEPS, dtype=torch.bool),
-        mask=mask,
-        rollout_log_prob=torch.randn(NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM, generator=generator),
-        replay={"noise": torch.randn(NUM_ENVS, NUM_STEPS, HORIZON, ACTION_DIM, generator=generator)},
-        group_id=torch.tensor([0, 0, 1, 1, 1]),
-        step_id=torch.arange(NUM_ENVS * NUM_STEPS).reshape(NUM_ENVS, NUM_STEPS),
+        batch_size=[NUM_ENVS, NUM_STEPS],
     )
 
 
-def test_build_fills_group_ids_over_steps_and_validates():
-    batch = make_batch()
-    assert batch.batch_size == torch.Size([NUM_ENVS, NUM_STEPS])
-    assert (batch["group_id"][:, 0] == torch.tensor([0, 0, 1, 1, 1])).all()
-    assert (batch["group_id"] == batch["group_id"][:, :1]).all()
-    assert batch["observation", "images", "wrist"].shape == (NUM_ENVS, NUM_STEPS, 8, 8, 3)
+def flat_batch(size: int) -> TensorDict:
+    """``[size]`` valid steps; ``step_id`` is the position and every other entry a function of it."""
+    step_id = torch.arange(size)
+    return TensorDict(
+        {
+            "step_id": step_id,
+            "extras": {
+                "replay.chain": step_id.float().reshape(-1, 1, 1).expand(size, HORIZON, ACTION_DIM) + 0.5
+            },
+            "mask": torch.ones(size, dtype=torch.bool),
+        },
+        batch_size=[size],
+    )
 
 
-def test_validation_errors_name_the_key():
-    batch = make_batch()
-    with pytest.raises(KeyError, match="the rollout batch has no key 'reward'"):
-        validate_rollout_batch(batch.exclude("reward"))
-    with pytest.raises(KeyError, match="no key 'value'"):
-        validate_rollout_batch(batch, required=("value",))
-    broken = batch.clone()
-    broken["mask"] = broken["mask"].float()
-    with pytest.raises(TypeError, match="'mask' must be bool"):
-        validate_rollout_batch(broken)
-    broken = batch.clone()
-    broken["group_id"][0, 1] = 9
-    with pytest.raises(ValueError, match="'group_id' must be constant along the steps"):
-        validate_rollout_batch(broken)
-    with pytest.raises(ValueError, match=r"must all start with \(num_envs, num_steps\) = \(5, 4\)"):
-        build_rollout_batch(
-            {},
-            torch.zeros(5, 3, 1, 1),
-            torch.zeros(5, 4),
-            *[torch.zeros(5, 4, dtype=torch.bool)] * 3,
-            rollout_log_prob=torch.zeros(5, 4, 1, 1),
-        )
+def test_valid_steps_keeps_the_masked_in_steps_row_by_row_with_all_their_entries():
+    batch = rollout_batch()
+    flat = valid_steps(batch)
+    # (env, step) pairs written out: row 0 loses step 3, row 2 keeps only step 0
+    kept = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0)]
+    assert flat.batch_size == torch.Size([len(kept)])
+    assert flat["step_id"].tolist() == [n * NUM_STEPS + t for n, t in kept]
+    assert flat["mask"].all()
+    for index, (n, t) in enumerate(kept):
+        assert torch.equal(flat["observation", "state"][index], batch["observation", "state"][n, t])
+        assert torch.equal(flat["extras", "replay.chain"][index], batch["extras", "replay.chain"][n, t])
+        assert torch.equal(flat["old_log_prob"][index], batch["old_log_prob"][n, t])
 
 
-@pytest.mark.parametrize("num_minibatches", [1, 3, 4])
-def test_step_minibatches_cover_every_valid_step_exactly_once(num_minibatches):
-    batch = make_batch()
-    minibatches = split_minibatches(batch, num_minibatches, seed=7)
-    seen = torch.cat([mb["step_id"] for mb in minibatches]).tolist()
-    assert sorted(seen) == sorted(batch["step_id"][batch["mask"]].tolist())
-    sizes = [mb.shape[0] for mb in minibatches]
-    assert max(sizes) - min(sizes) <= 1 and len(sizes) == num_minibatches
-    for mb in minibatches:  # every entry travels with its step
-        rows, cols = mb["step_id"] // NUM_STEPS, mb["step_id"] % NUM_STEPS
-        torch.testing.assert_close(mb["action_chunk"], batch["action_chunk"][rows, cols])
-        torch.testing.assert_close(mb["replay", "noise"], batch["replay", "noise"][rows, cols])
+@pytest.mark.parametrize(
+    ("count", "num_minibatches", "sizes"),
+    [(11, 2, [6, 5]), (11, 3, [4, 4, 3]), (8, 4, [2] * 4), (3, 5, [1, 1, 1, 0, 0])],
+)
+def test_minibatch_indices_cover_every_step_once_in_near_equal_sizes(count, num_minibatches, sizes):
+    indices = minibatch_indices(count, num_minibatches, torch.Generator().manual_seed(4))
+    assert [len(i) for i in indices] == sizes
+    assert sorted(torch.cat(indices).tolist()) == list(range(count))
 
 
-def test_minibatch_permutation_is_seeded():
-    batch = make_batch()
-    first = [mb["step_id"].tolist() for mb in split_minibatches(batch, 2, seed=1)]
-    again = [mb["step_id"].tolist() for mb in split_minibatches(batch, 2, seed=1)]
-    other = [mb["step_id"].tolist() for mb in split_minibatches(batch, 2, seed=2)]
-    assert first == again and first != other
+def test_minibatch_indices_follow_the_generator():
+    def draw(seed: int) -> list[list[int]]:
+        return [i.tolist() for i in minibatch_indices(20, 3, torch.Generator().manual_seed(seed))]
+
+    assert draw(1) == draw(1) and draw(1) != draw(2)
+    # the order is torch's seeded permutation, cut in order: resumed runs and all ranks depend on it
+    expected = torch.randperm(20, generator=torch.Generator().manual_seed(1)).tolist()
+    assert sum(draw(1), []) == expected
+    assert sum(draw(1), []) != list(range(20))  # a permutation, not the identity
 
 
-def test_row_minibatches_and_microbatches():
-    batch = make_batch()
-    minibatches = split_minibatches(batch, 2, seed=0, unit="row")
-    assert all(mb.batch_size[1] == NUM_STEPS for mb in minibatches)
-    rows = sorted(int(r) for mb in minibatches for r in mb["step_id"][:, 0] // NUM_STEPS)
-    assert rows == list(range(NUM_ENVS))
-    flat = split_minibatches(batch, 1, seed=0)[0]
-    micro = split_microbatches(flat, 4)
-    assert [m.shape[0] for m in micro] == [4, 4, 4, 3]  # 15 valid steps
-    assert torch.cat([m["step_id"] for m in micro]).tolist() == flat["step_id"].tolist()
-    with pytest.raises(ValueError, match="num_minibatches=99 must be between 1 and the number of steps"):
-        split_minibatches(batch, 99, seed=0)
+@pytest.mark.parametrize(
+    ("size", "multiple", "copied"),
+    [(7, 2, [0]), (7, 4, [0]), (5, 3, [0]), (6, 4, [0, 1]), (1, 3, [0, 0]), (2, 5, [0, 1, 0])],
+)
+def test_padding_appends_masked_copies_of_the_first_steps(size, multiple, copied):
+    minibatch = flat_batch(size)
+    padded = pad_to_multiple(minibatch, multiple)
+    assert padded.shape[0] == size + len(copied) and padded.shape[0] % multiple == 0
+    assert padded["step_id"].tolist() == list(range(size)) + copied
+    assert padded["mask"].tolist() == [True] * size + [False] * len(copied)
+    # a copy carries its step's entries (a finite denoising chain, unlike zeros); the input is left unmasked
+    assert torch.equal(padded["extras", "replay.chain"][size:], minibatch["extras", "replay.chain"][copied])
+    assert minibatch["mask"].all()
 
 
-@pytest.mark.parametrize("world_size", [1, 2, 3, 8])
-def test_pad_unpad_round_trip(world_size):
-    batch = make_batch()
-    num_valid = int(batch["mask"].sum())
-    flat = split_minibatches(batch, 1, seed=0)[0]
-    padded, num_padding = pad_to_multiple(flat, world_size)
-    assert padded.shape[0] % world_size == 0 and num_padding == (-num_valid) % world_size
-    assert padded["mask"][:num_valid].all() and not padded["mask"][num_valid:].any()
-    assert (padded["group_id"][num_valid:] == -1).all()
-    assert (padded["action_chunk"][num_valid:] == 0).all()
-    restored = unpad(padded, num_padding)
-    assert restored.shape == flat.shape
-    assert (restored == flat).all()
+def test_no_padding_when_the_size_is_already_a_multiple():
+    minibatch = flat_batch(6)
+    for multiple in (1, 2, 3, 6):
+        assert pad_to_multiple(minibatch, multiple) is minibatch
+
+
+@pytest.mark.parametrize(
+    ("size", "world_size", "expected"),
+    [
+        (6, 2, [[0, 1, 2], [3, 4, 5]]),
+        (5, 2, [[0, 1, 2], [3, 4, 0]]),
+        (7, 3, [[0, 1, 2], [3, 4, 5], [6, 0, 1]]),
+        (1, 2, [[0], [0]]),
+    ],
+)
+def test_rank_shards_are_contiguous_slices_of_the_padded_minibatch(size, world_size, expected):
+    padded = pad_to_multiple(flat_batch(size), world_size)
     shards = [shard_for_rank(padded, rank, world_size) for rank in range(world_size)]
-    assert torch.cat([s["step_id"] for s in shards]).tolist() == padded["step_id"].tolist()
+    assert [s["step_id"].tolist() for s in shards] == expected
+    # every real step is trained on exactly once over all ranks; the copies are masked out
+    real = torch.cat([s["step_id"][s["mask"]] for s in shards])
+    assert sorted(real.tolist()) == list(range(size))
 
 
-def test_padding_errors():
-    batch = make_batch()
-    with pytest.raises(ValueError, match="call pad_to_multiple"):
-        shard_for_rank(batch, 0, 2)
-    with pytest.raises(ValueError, match="num_padding=9 is outside"):
-        unpad(batch, 9)
+def test_sharding_an_unpadded_batch_says_to_pad_first():
+    with pytest.raises(ValueError, match="a batch of 5 steps does not split into 2 equal shards; pad it"):
+        shard_for_rank(flat_batch(5), 0, 2)
 
 
-def test_bypass_uses_rollout_log_probs_and_recompute_replaces_them():
-    batch = make_batch()
-    calls = []
-
-    def recompute(b: TensorDict) -> torch.Tensor:
-        calls.append(1)
-        return b["rollout_log_prob"] + 1.0
-
-    bypassed = attach_old_log_probs(batch, bypass=True, recompute=recompute)
-    assert calls == [] and torch.equal(bypassed["old_log_prob"], batch["rollout_log_prob"])
-    assert "old_log_prob" not in batch.keys()
-    recomputed = attach_old_log_probs(batch, bypass=False, recompute=recompute)
-    assert calls == [1] and torch.equal(recomputed["old_log_prob"], batch["rollout_log_prob"] + 1.0)
-    with pytest.raises(ValueError, match="bypass=False needs a recompute function"):
-        attach_old_log_probs(batch, bypass=False)
-    with pytest.raises(ValueError, match=r"recompute must return per-dimension log-probs \(N, T, H, A\)"):
-        attach_old_log_probs(batch, bypass=False, recompute=lambda b: b["reward"])
+@pytest.mark.parametrize(
+    ("size", "micro_batch_size", "sizes"), [(11, 4, [4, 4, 3]), (8, 4, [4, 4]), (3, 8, [3])]
+)
+def test_microbatches_are_consecutive_slices(size, micro_batch_size, sizes):
+    shard = flat_batch(size)
+    micro = split_microbatches(shard, micro_batch_size)
+    assert [m.shape[0] for m in micro] == sizes
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert [m["step_id"].tolist() for m in micro] == [
+        list(range(s, s + n)) for s, n in zip(starts, sizes, strict=True)
+    ]

@@ -8,24 +8,14 @@ from vla_rl.algos import (
     DynamicSamplingAccumulator,
     DynamicSamplingError,
     check_group_sizes,
-    collect_with_dynamic_sampling,
     filter_groups_by_success_rate,
-    make_group_ids,
 )
-from vla_rl.algos.groups import initial_state_indices
 
 
-def test_make_group_ids_guarantees_groups_of_at_least_two():
-    assert make_group_ids(6, 3).tolist() == [0, 0, 0, 1, 1, 1]
-    check_group_sizes(make_group_ids(8, 2))
-    with pytest.raises(ValueError, match="group_size=1: a group baseline needs at least 2"):
-        make_group_ids(4, 1)
-    with pytest.raises(ValueError, match="num_envs=7 is not a multiple of group_size=3"):
-        make_group_ids(7, 3)
-
-
-def test_initial_state_indices_shared_within_groups():
-    assert initial_state_indices(torch.tensor([4, 4, 9, 9, 2, 2])).tolist() == [0, 0, 1, 1, 2, 2]
+def test_group_sizes_below_two_are_refused_by_name():
+    check_group_sizes(torch.tensor([0, 0, 1, 1, 1]))
+    with pytest.raises(ValueError, match=r"groups \[1, 7\] have fewer than 2 samples.*algo.group_size >= 2"):
+        check_group_sizes(torch.tensor([0, 0, 1, 7, 3, 3]))
 
 
 def test_filter_groups_by_success_rate():
@@ -60,6 +50,13 @@ def fake_collect(success_pattern: list[list[int]], num_steps: int = 2):
         return batch, success
 
     return collect
+
+
+def collect_with_dynamic_sampling(collect, accumulator: DynamicSamplingAccumulator) -> TensorDict:
+    """The trainer's loop (``Trainer.collect_rollout``): collect until the accumulator is full or out of attempts."""
+    while accumulator.can_collect:
+        accumulator.add(*collect(accumulator.attempts))
+    return accumulator.result()
 
 
 def test_dynamic_sampling_fills_the_batch_with_whole_informative_groups():

@@ -4,17 +4,17 @@ import math
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from policies.heads.base import reduce_log_prob
 from vla_rl.algos import (
     PolicyLossConfig,
-    attach_old_log_probs,
-    build_rollout_batch,
     compute_advantages,
     entropy_bonus_loss,
     get_policy_loss,
+    minibatch_indices,
     ppo_clip_loss,
-    split_minibatches,
+    valid_steps,
     value_loss,
 )
 
@@ -176,27 +176,31 @@ def test_ppo_loss_at_each_head_granularity(granularity):
 
 
 def test_bypass_pipeline_first_ratio_is_one():
+    """The trainer's path: advantages on ``[N, T]``, old log-probs = the rollout's, valid steps, mini-batches."""
     generator = torch.Generator().manual_seed(5)
     num_envs, num_steps = 4, 6
     mask = torch.ones(num_envs, num_steps, dtype=torch.bool)
     mask[2, 3:] = False
     terminated = torch.zeros_like(mask)
     terminated[2, 2] = True
-    batch = build_rollout_batch(
-        observation={"state": torch.randn(num_envs, num_steps, 3, generator=generator)},
-        action_chunk=torch.randn(num_envs, num_steps, 2, 2, generator=generator),
-        reward=torch.randn(num_envs, num_steps, generator=generator),
-        terminated=terminated,
-        truncated=torch.zeros_like(mask),
-        mask=mask,
-        rollout_log_prob=torch.randn(num_envs, num_steps, 2, 2, generator=generator),
-        value=torch.randn(num_envs, num_steps, generator=generator),
-        next_value=torch.randn(num_envs, num_steps, generator=generator),
+    batch = TensorDict(
+        {
+            "reward": torch.randn(num_envs, num_steps, generator=generator),
+            "terminated": terminated,
+            "truncated": torch.zeros_like(mask),
+            "mask": mask,
+            "rollout_log_prob": torch.randn(num_envs, num_steps, 2, 2, generator=generator),
+            "value": torch.randn(num_envs, num_steps, generator=generator),
+            "next_value": torch.randn(num_envs, num_steps, generator=generator),
+        },
+        batch_size=[num_envs, num_steps],
     )
-    result = compute_advantages(batch, "gae")
-    batch = attach_old_log_probs(batch, bypass=True)
-    batch["advantage"] = result.advantages
-    for minibatch in split_minibatches(batch, 2, seed=0):
+    batch["advantage"] = compute_advantages(batch, "gae").advantages
+    batch["old_log_prob"] = batch["rollout_log_prob"]
+    flat = valid_steps(batch)
+    assert flat.shape[0] == 21
+    for indices in minibatch_indices(flat.shape[0], 2, torch.Generator().manual_seed(0)):
+        minibatch = flat[indices]
         output = ppo_clip_loss(
             minibatch["rollout_log_prob"],
             minibatch["old_log_prob"],

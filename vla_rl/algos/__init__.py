@@ -22,22 +22,14 @@ from vla_rl.algos.advantages import (
 )
 from vla_rl.algos.aggregation import LOSS_AGGREGATIONS, aggregate_loss
 from vla_rl.algos.batch import (
-    attach_old_log_probs,
-    build_rollout_batch,
+    minibatch_indices,
     pad_to_multiple,
     shard_for_rank,
     split_microbatches,
-    split_minibatches,
-    unpad,
     valid_steps,
-    validate_rollout_batch,
 )
-from vla_rl.algos.dynamic_sampling import (
-    DynamicSamplingAccumulator,
-    DynamicSamplingError,
-    collect_with_dynamic_sampling,
-)
-from vla_rl.algos.groups import check_group_sizes, filter_groups_by_success_rate, make_group_ids
+from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator, DynamicSamplingError
+from vla_rl.algos.groups import check_group_sizes, filter_groups_by_success_rate
 from vla_rl.algos.kl import KL_ESTIMATORS, kl_estimate, kl_loss, kl_penalized_rewards
 from vla_rl.algos.losses import (
     POLICY_LOSSES,
@@ -61,10 +53,7 @@ __all__ = [
     "LossOutput",
     "PolicyLossConfig",
     "aggregate_loss",
-    "attach_old_log_probs",
-    "build_rollout_batch",
     "check_group_sizes",
-    "collect_with_dynamic_sampling",
     "compute_advantages",
     "discounted_returns",
     "entropy_bonus_loss",
@@ -76,7 +65,7 @@ __all__ = [
     "kl_estimate",
     "kl_loss",
     "kl_penalized_rewards",
-    "make_group_ids",
+    "minibatch_indices",
     "next_values_from",
     "pad_to_multiple",
     "ppo_clip_loss",
@@ -84,10 +73,7 @@ __all__ = [
     "rloo_advantages",
     "shard_for_rank",
     "split_microbatches",
-    "split_minibatches",
     "trajectory_scores",
-    "unpad",
     "valid_steps",
-    "validate_rollout_batch",
     "value_loss",
 ]

@@ -10,12 +10,10 @@ never collide.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from tensordict import TensorDict
 
-from vla_rl.algos.groups import filter_groups_by_success_rate, group_success_rates
+from vla_rl.algos.groups import filter_groups_by_success_rate
 
 
 class DynamicSamplingError(RuntimeError):
@@ -90,27 +88,3 @@ class DynamicSamplingAccumulator:
             )
         batch = torch.cat(self._kept, dim=0)
         return batch[batch["group_id"][:, 0] < self.target_num_groups]
-
-
-def collect_with_dynamic_sampling(
-    collect: Callable[[int], tuple[TensorDict, torch.Tensor]],
-    accumulator: DynamicSamplingAccumulator,
-) -> TensorDict:
-    """Call ``collect(attempt) -> (batch [N, T], success (N,))`` until ``accumulator`` is full.
-
-    Raises :class:`DynamicSamplingError` (with what to change) when ``max_attempts`` is used up.
-    """
-    while accumulator.can_collect:
-        batch, success = collect(accumulator.attempts)
-        accumulator.add(batch, success)
-    return accumulator.result()
-
-
-def success_rate_summary(success: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
-    """Fractions of groups that all failed, all succeeded, or were mixed (for logging)."""
-    _, rates = group_success_rates(success, group_ids)
-    return {
-        "groups_all_failed": float((rates == 0).double().mean()),
-        "groups_all_succeeded": float((rates == 1).double().mean()),
-        "groups_mixed": float(((rates > 0) & (rates < 1)).double().mean()),
-    }

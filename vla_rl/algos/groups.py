@@ -12,34 +12,6 @@ from dataclasses import dataclass
 import torch
 
 
-def make_group_ids(num_envs: int, group_size: int) -> torch.Tensor:
-    """Group ids ``(num_envs,)`` for envs laid out group after group: ``[0,0,..,1,1,..]``.
-
-    Guarantees every group has exactly ``group_size >= 2`` members; raises otherwise.
-    """
-    if group_size < 2:
-        raise ValueError(
-            f"group_size={group_size}: a group baseline needs at least 2 samples per group; set group_size >= 2"
-        )
-    if num_envs % group_size != 0:
-        raise ValueError(
-            f"num_envs={num_envs} is not a multiple of group_size={group_size}; every group needs all its "
-            f"members, so choose num_envs as a multiple of group_size (e.g. {group_size * max(1, num_envs // group_size)})"
-        )
-    return torch.arange(num_envs // group_size).repeat_interleave(group_size)
-
-
-def initial_state_indices(group_ids: torch.Tensor) -> torch.Tensor:
-    """Index of the initial state each env must reset to ``(N,)``: envs of one group share one index.
-
-    The indices are ``0..num_groups-1`` in order of first appearance of each group id.
-    """
-    _, inverse = torch.unique(group_ids, sorted=False, return_inverse=True)
-    first_seen: dict[int, int] = {}
-    remap = [first_seen.setdefault(int(code), len(first_seen)) for code in inverse.tolist()]
-    return torch.tensor(remap, dtype=torch.long)
-
-
 @dataclass(frozen=True)
 class GroupStatistics:
     """Per-sample view of its group's statistics, all ``(N,)``."""
@@ -59,8 +31,8 @@ def check_group_sizes(group_ids: torch.Tensor, min_size: int = 2) -> None:
         shown = small[:10].tolist()
         raise ValueError(
             f"groups {shown}{' ...' if small.numel() > 10 else ''} have fewer than {min_size} samples; a group "
-            "baseline (GRPO/RLOO) needs >= 2 envs per initial state. Build group ids with make_group_ids "
-            "(num_envs a multiple of group_size >= 2) and keep whole groups when filtering."
+            "baseline (GRPO/RLOO) needs >= 2 envs per initial state: set algo.group_size >= 2 (num_envs a "
+            "multiple of it) and keep whole groups when filtering."
         )
 
 

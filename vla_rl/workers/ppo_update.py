@@ -16,9 +16,9 @@ Losses are normalised by the *global* count of the mini-batch (known on every ra
 multiplied by the world size because FSDP averages gradients over ranks: the update is
 then the same at any world size, up to float rounding.
 
-Batch keys (flat, batch size ``[B]``): ``observation`` (``images/<camera>`` uint8 (B, H, W, 3),
-``state`` (B, S), ``instruction_id`` (B,)), ``extras`` (the policy's act extras minus log-prob
-and value), ``old_log_prob`` (B, H, A), ``advantage`` (B,), ``return`` (B,), ``value`` (B,).
+The batch is the trainer's flat batch of valid steps (batch size ``[B]``; keys in
+:mod:`vla_rl.algos.batch`): the update reads ``observation``, ``extras``, ``old_log_prob`` (B, H, A),
+``advantage`` (B,), ``return`` (B,), ``value`` (B,) and ``mask`` (B,) (False on padding).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from torch import nn
 
 from policies.heads.base import LogProbGranularity, reduce_log_prob
 from vla_rl.algos.aggregation import LOSS_AGGREGATIONS
+from vla_rl.algos.batch import minibatch_indices, pad_to_multiple, shard_for_rank, split_microbatches
 from vla_rl.algos.kl import KL_ESTIMATORS, kl_loss
 from vla_rl.algos.losses import (
     POLICY_LOSSES,
@@ -138,20 +139,6 @@ def normalizer_for(mask: torch.Tensor, tokens_per_step: int, aggregation: str) -
     return valid * tokens_per_step if aggregation in TOKENS_PER_STEP_MODES else valid
 
 
-def pad_with_masked_copies(minibatch: TensorDict, multiple: int) -> TensorDict:
-    """Pad to a multiple of the world size with copies of real steps whose ``mask`` is False.
-
-    Copies (not zeros) keep every head's log-prob finite on the padding: a zero denoising chain or
-    noise level would give NaN, and NaN times a zero mask is still NaN in the gradient.
-    """
-    missing = (-minibatch.shape[0]) % multiple
-    if missing == 0:
-        return minibatch
-    padding = minibatch[torch.arange(missing) % minibatch.shape[0]].clone()
-    padding["mask"] = torch.zeros_like(padding["mask"])
-    return torch.cat([minibatch, padding], dim=0)
-
-
 def micro_batch_loss(
     context: UpdateContext, config: UpdateConfig, micro: TensorDict, instructions: list[str], normalizer: float,
     value_normalizer: float,
@@ -211,15 +198,13 @@ def ppo_update(
     steps = 0
     for epoch in range(config.epochs):
         generator = torch.Generator().manual_seed(seed * 1000 + epoch)
-        permutation = torch.randperm(batch.shape[0], generator=generator)
-        for indices in torch.tensor_split(permutation, config.num_minibatches):
+        for indices in minibatch_indices(batch.shape[0], config.num_minibatches, generator):
             minibatch = batch[indices]
             normalizer = normalizer_for(minibatch["mask"], tokens_per_step, config.aggregation)
             value_normalizer = normalizer_for(minibatch["mask"], 1, "token-mean")
-            padded = pad_with_masked_copies(minibatch, context.world_size)
-            shard_size = padded.shape[0] // context.world_size
-            shard = padded[context.rank * shard_size : (context.rank + 1) * shard_size]
-            micro_batches = [shard[i : i + config.micro_batch_size] for i in range(0, shard_size, config.micro_batch_size)]
+            padded = pad_to_multiple(minibatch, context.world_size)
+            shard = shard_for_rank(padded, context.rank, context.world_size)
+            micro_batches = split_microbatches(shard, config.micro_batch_size)
             for index, micro in enumerate(micro_batches):
                 set_gradient_sync(model, index == len(micro_batches) - 1)
                 loss, metrics = micro_batch_loss(context, config, micro, instructions, normalizer, value_normalizer)
@@ -227,7 +212,7 @@ def ppo_update(
                 for key, value in metrics.items():
                     # loss/* are this micro-batch's share of the global mini-batch loss (averaging them over
                     # ranks after the world-size factor gives the sum); the rest are means, weighted by size.
-                    weight = context.world_size if key.startswith("loss/") else micro.shape[0] / max(shard_size, 1)
+                    weight = context.world_size if key.startswith("loss/") else micro.shape[0] / max(shard.shape[0], 1)
                     sums[key] += float(value) * weight
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
