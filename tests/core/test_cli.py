@@ -34,8 +34,9 @@ def test_envs_list_and_check(capsys):
 
 
 def test_bench_env_prints_one_json_object_last(capsys):
-    assert main(["bench", "env", "--task", "lift", "--steps", "100"]) == 0
+    assert main(["bench", "env", "--task", "lift", "--steps", "100", "--repeats", "2"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["repeats"] == 2  # --repeats reaches the env's benchmark
     for key in ("steps_per_s_no_camera", "steps_per_s_camera", "physics_steps_per_s", "camera_ratio",
                 "steps_per_s_camera_at_chunk_ends", "chunk_ends_ratio"):  # fmt: skip
         assert result[key] > 0

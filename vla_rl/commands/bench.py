@@ -7,6 +7,7 @@ Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_s
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 
@@ -35,7 +36,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                   f"{', '.join(with_benchmark)}. Register one with register(..., benchmark='pkg.module:measure') "
                   "or set a `benchmark` attribute on the factory", file=sys.stderr)  # fmt: skip
             return 2
-        result = measure(task=task, num_steps=args.steps, seed=args.seed)
+        options = {"repeats": args.repeats} if "repeats" in inspect.signature(measure).parameters else {}
+        result = measure(task=task, num_steps=args.steps, seed=args.seed, **options)
         result = {"env": entry.name, "task": task, **result}
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
@@ -76,7 +78,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--repeats", type=int, default=3, help="measured rounds after a warm-up (bench rollout, update)")
+    bench.add_argument("--repeats", type=int, default=3, help="measured rounds (bench env, rollout, update; the last two after a warm-up)")
     bench.add_argument("--min-seconds", type=float, default=3.0,
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
     add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")
