@@ -24,4 +24,8 @@ sys.path.insert(0, SUPPORT)
 # ...and in worker processes (Ray workers inherit the environment, not sys.path).
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
 
+# Before any test renders: torchvision (imported by timm, hence by the policies and by the config checks of
+# the policy section) segfaults when imported after MuJoCo's EGL rendering in one process (docs/platform.md).
+import policies  # noqa: E402, F401
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
