@@ -21,8 +21,10 @@ import psutil
 import pytest
 from omegaconf import OmegaConf
 
+from envs.registry import resolve
 from vla_rl.cli import main
-from vla_rl.config import REPO_ROOT, load_config
+from vla_rl.config import REPO_ROOT, env_kwargs, load_config, resolve_tasks
+from vla_rl.experiment import env_io_spec, policy_spec_from_config
 
 
 def distinct_experiments() -> list[str]:
@@ -98,6 +100,15 @@ def test_experiment_resumed_past_a_corrupt_checkpoint_equals_an_uninterrupted_ru
     assert resumed == metrics_of(full / "rl")
 
 
+def saved_policy(overrides: list[str], folder: Path) -> Path:
+    """The experiment's policy with seeded random weights, saved as an SFT stage saves its policy."""
+    cfg = load_config(overrides)
+    entry, _ = resolve(str(cfg.env.id))
+    io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
+    policy_spec_from_config(cfg, io_spec, None).build("cpu").save_pretrained(folder)
+    return folder
+
+
 def alive(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
@@ -105,10 +116,12 @@ def alive(process: psutil.Process) -> bool:
         return False
 
 
-def test_default_experiment_killed_by_sigkill_resumes_to_equal_an_uninterrupted_run_and_leaves_no_ray(
+def test_default_experiment_from_a_saved_policy_killed_by_sigkill_resumes_to_equal_an_uninterrupted_run(
     tmp_path,
 ):
     overrides = [*tiny_overrides("default"), "trainer.iterations=3"]
+    # RL from a saved policy, as after an SFT stage (trainer.init_policy: its weights and statistics)
+    overrides.append(f"trainer.init_policy={saved_policy(overrides, tmp_path / 'init')}")
     command = [sys.executable, "-m", "vla_rl.cli", "train", *overrides]
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     full = subprocess.run([*command, f"run_dir={tmp_path / 'full'}"], env=environment, capture_output=True,
