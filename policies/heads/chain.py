@@ -10,8 +10,8 @@ stored chain. The replay holds the whole chain ``(B, S + 1, H, A)`` and any per-
 while sampling (stochastic step, noise level), so ``log_prob`` recomputes exactly the same numbers.
 
 Subclasses give the kernel of one step (:meth:`step_kernel`), and optionally per-sample choices
-(:meth:`draw_choices`), the steps RL trains (:meth:`trained_steps`) and a log-density of the
-initial noise (:meth:`initial_log_prob`).
+(:meth:`draw_choices`), the steps RL trains (:meth:`trained_steps`), the initial state
+(:meth:`initial_state`, standard normal noise by default) and its log-density (:meth:`initial_log_prob`).
 
 The kernels are conditioned on ``embedding`` ``(B, condition_dim)``: the observation embedding, or, for a
 head whose RL policy reads more than the embedding, what it concatenates to it (``condition_dim`` is then
@@ -84,6 +84,12 @@ class DenoisingChainHead(ActionHead):
         """Steps whose log-prob counts (and that run with gradients); all steps by default."""
         return range(self.num_steps)
 
+    def initial_state(
+        self, shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """The chain's first state ``x_0`` of ``shape`` ``(B, H, A)``: standard normal noise by default."""
+        return torch.randn(shape, generator=generator, device=device, dtype=dtype)
+
     def initial_log_prob(self, initial_noise: torch.Tensor) -> torch.Tensor | None:
         """Log-density ``(B, H, A)`` of the initial noise to include in the joint log-prob, or None."""
         return None
@@ -110,7 +116,7 @@ class DenoisingChainHead(ActionHead):
         check_embedding(embedding, self.condition_dim)
         batch = embedding.shape[0]
         shape = (batch, self.chunk_size, self.action_dim)
-        state = torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
+        state = self.initial_state(shape, generator, embedding.device, embedding.dtype)
         choices = self.draw_choices(batch, embedding.device, generator)
         trained = self.trained_steps()
         chain = [state]

@@ -16,6 +16,11 @@ beside it, this head trains the flow itself (Flow-Noise or Flow-SDE PPO, piRL, a
   the encoders (``log_prob_reaches_embedding`` is False): the policy stores the embedding at sampling time
   and the update reuses it. ``bc_loss`` still trains the encoders.
 
+- ``initial_noise``: ``"sample"`` (the chain starts from N(0, I) noise, as the flow head's does) or ``"zero"``
+  (it starts from the noise's mean, as the residual head's base chunk does). No parameter shapes the initial
+  noise, so where it decides the episode (``docs/results.md``) its randomness is luck that the PPO gradient
+  cannot credit; from zero, all the randomness of a chunk lies in the denoising steps' learned noise.
+
 The kernels of the denoising chain are conditioned on the concatenation ``[embedding, rl_features]``
 ``(B, embedding_dim + F)`` (``condition_dim``), so the replay and the exact chain log-probs are those of
 :mod:`policies.heads.chain`; the Flow-Noise std network reads the embedding only.
@@ -39,14 +44,20 @@ class RLFeatureFlowHeadConfig(FlowHeadConfig):
 
     detach_embedding: the RL log-prob reads the embedding without moving the encoders.
     rl_feature_scale: factor on the zero-initialised projection of the RL features (its relative speed).
+    initial_noise: "sample" (x_0 ~ N(0, I)) or "zero" (x_0 = 0, in sampling and evaluation alike).
     """
 
     rl_method: Literal["sde", "noise"] = "noise"
     detach_embedding: bool = True
     rl_feature_scale: float = 1.0
+    initial_noise: Literal["sample", "zero"] = "sample"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.initial_noise not in ("sample", "zero"):
+            raise ValueError(
+                f"flow_rl_features head: initial_noise={self.initial_noise!r}; use 'sample' or 'zero'"
+            )
         if not self.rl_feature_scale > 0:
             raise ValueError(f"flow_rl_features head: rl_feature_scale={self.rl_feature_scale} must be > 0")
 
@@ -122,6 +133,21 @@ class RLFeatureFlowHead(FlowHead):
 
     def noise_std(self, embedding: torch.Tensor, state: torch.Tensor, time: float) -> torch.Tensor:
         return super().noise_std(self._split(embedding)[0], state, time)
+
+    def initial_state(
+        self,
+        shape: tuple[int, ...],
+        generator: torch.Generator | None,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
+        if self.config.initial_noise == "zero":
+            return torch.zeros(shape, device=device, dtype=dtype)
+        return super().initial_state(shape, generator, device, dtype)
+
+    def initial_log_prob(self, initial_noise: torch.Tensor) -> torch.Tensor | None:
+        """None from a fixed zero start (it has no density, and no parameter changes it)."""
+        return None if self.config.initial_noise == "zero" else super().initial_log_prob(initial_noise)
 
     def sample(
         self,

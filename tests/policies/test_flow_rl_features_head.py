@@ -120,6 +120,26 @@ def test_entropy_is_the_sum_of_the_noise_kernels_entropies_and_the_projection_is
     torch.testing.assert_close(entropy, expected_entropy, rtol=1e-5, atol=1e-5)
 
 
+def test_zero_initial_noise_starts_every_chain_at_zero_and_leaves_its_density_out() -> None:
+    head, plain = make_heads(initial_noise="zero")
+    embedding, features = torch.randn(6, EMBEDDING_DIM), torch.randn(6, FEATURE_DIM)
+    with torch.no_grad():
+        deterministic, _ = head.sample(embedding, True, rl_features=features)
+        expected = plain.integrate_ode(
+            embedding, torch.zeros(6, CHUNK_SIZE, ACTION_DIM)
+        )  # P = 0: the SFT flow
+        torch.testing.assert_close(deterministic, expected, rtol=0, atol=1e-6)
+        actions, replay = head.sample(
+            embedding, generator=torch.Generator().manual_seed(2), rl_features=features
+        )
+        assert torch.equal(replay["chain"][:, 0], torch.zeros(6, CHUNK_SIZE, ACTION_DIM))
+        assert (actions - deterministic).abs().min() > 0  # the steps' noise still explores
+        log_prob, _ = head.log_prob(embedding, actions, replay, rl_features=features)
+        steps = head.step_log_probs(head.rl_condition(embedding, features), replay).sum(1)
+    torch.testing.assert_close(log_prob, steps, rtol=0, atol=0)
+    torch.testing.assert_close(log_prob, replay["log_prob"], rtol=1e-5, atol=1e-5)
+
+
 def test_bad_features_and_options_raise_with_names() -> None:
     head, _ = make_heads()
     embedding = torch.randn(3, EMBEDDING_DIM)
@@ -131,6 +151,8 @@ def test_bad_features_and_options_raise_with_names() -> None:
         )
     with pytest.raises(ValueError, match="rl_feature_scale=0.0 must be > 0"):
         make_heads(rl_feature_scale=0.0)
+    with pytest.raises(ValueError, match="initial_noise='gauss'; use 'sample' or 'zero'"):
+        make_heads(initial_noise="gauss")
 
 
 def tiny_policy() -> VLAPolicy:

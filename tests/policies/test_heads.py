@@ -27,10 +27,11 @@ VARIANTS = {
     "flow-steered": ("flow_steered", {**TINY_DENOISER, "latent_hidden_dim": 16}),
     "flow-residual": ("flow_residual", {**TINY_DENOISER, "residual_hidden_dim": 16, "base_noise": "sample"}),
     "flow-rl-features": ("flow_rl_features", TINY_DENOISER),
+    "flow-rl-features-zero-start": ("flow_rl_features", {**TINY_DENOISER, "initial_noise": "zero"}),
 }
 # Heads whose RL log-prob deliberately leaves parameters or the embedding out (tests/policies/
 # test_frozen_flow_heads.py, test_flow_rl_features_head.py).
-PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual", "flow-rl-features"}
+PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual", "flow-rl-features", "flow-rl-features-zero-start"}
 
 
 def make_head(variant: str, seed: int = 0):
