@@ -91,14 +91,13 @@ def initialize_adam_state(optimizer: torch.optim.Optimizer) -> None:
     which asks for every parameter, would fail. Filled in advance, the state is the same as
     Adam's own lazy initialisation, so training is unchanged and every checkpoint is complete.
     """
+    moments = ("exp_avg", "exp_avg_sq")
     for group in optimizer.param_groups:
+        names = (*moments, "max_exp_avg_sq") if group.get("amsgrad") else moments
         for parameter in group["params"]:
             if not optimizer.state[parameter]:
-                optimizer.state[parameter] = {
-                    "step": torch.tensor(0.0, dtype=torch.float32),
-                    "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-                    "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-                }
+                state = {name: torch.zeros_like(parameter, memory_format=torch.preserve_format) for name in names}
+                optimizer.state[parameter] = {"step": torch.tensor(0.0, dtype=torch.float32), **state}
 
 
 class ActorWorker:
