@@ -16,8 +16,8 @@ from pathlib import Path
 
 
 def _is_wall_clock(key: str) -> bool:
-    """``time``, ``timing/*`` and the per-task ``.../wall_time_s`` and throughput (``..._per_s``) keys."""
-    return key == "time" or key.startswith("timing/") or key.endswith(("wall_time_s", "_per_s"))
+    """``time``, ``timing/*``, ``memory/*`` and the per-task ``.../wall_time_s`` and throughput (``..._per_s``) keys."""
+    return key == "time" or key.startswith(("timing/", "memory/")) or key.endswith(("wall_time_s", "_per_s"))
 
 
 def comparable_summary(run_dir: Path) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import ray
 import torch
 from tensordict import TensorDict
@@ -303,6 +304,7 @@ class Trainer:
         metrics.update(timer.metrics())
         metrics["timing/iteration_s"] = total
         metrics["timing/env_steps_per_s"] = rollout.env_steps / max(timer.seconds.get("rollout", 1e-9), 1e-9)
+        metrics["memory/driver_rss_mib"] = psutil.Process().memory_info().rss / 2**20
         metrics.update(evaluation)
         self.tracker.log_scalars(metrics, step=iteration + 1)
 

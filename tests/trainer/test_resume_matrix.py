@@ -39,7 +39,7 @@ def distinct_experiments() -> list[str]:
 
 
 EXPERIMENTS = distinct_experiments()
-VOLATILE = ("time", "timing/")
+VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
 
 # Small enough for 2 cores; every experiment keeps its head, algorithm, vision branch and env.
 TINY = [

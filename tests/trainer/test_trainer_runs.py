@@ -15,7 +15,7 @@ from vla_rl.cli import main
 from vla_rl.config import load_config
 from vla_rl.experiment import rl_run
 
-VOLATILE = ("time", "timing/")
+VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
 
 
 def metrics_of(run_dir: Path) -> list[dict]:

@@ -12,6 +12,11 @@ from vla_rl.runtime_env import DEFAULTS
 FORWARDED_VARIABLES = (*DEFAULTS, "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "PYTHONPATH", "VLA_RL_DEVICE")
 
 
+# Ray's GCS keeps the events of the last 100k tasks for its dashboard by default: ~115 MiB/h of growth in a
+# one-hour run (docs/results.md). A run submits a few tasks per iteration and never reads them back.
+LOCAL_SYSTEM_CONFIG = {"task_events_max_num_task_in_gcs": 2000}
+
+
 def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir: str | None = None) -> None:
     """Start a local Ray instance (or join ``address``) unless one is running.
 
@@ -33,7 +38,10 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus or max(4, os.cpu_count() or 1), _temp_dir=temp_dir, **kwargs)
+        ray.init(
+            num_cpus=num_cpus or max(4, os.cpu_count() or 1), _temp_dir=temp_dir,
+            _system_config=LOCAL_SYSTEM_CONFIG, **kwargs,
+        )  # fmt: skip
         _start_reaper_once()
     _end_like_ctrl_c_on_sigterm()
 
