@@ -208,7 +208,7 @@ def validate_config(cfg: DictConfig) -> None:
     if "eval" in cfg:
         validate_eval_section(cfg.eval)
     if "algo" in cfg and "trainer" in cfg:
-        from vla_rl.trainer_config import validate_rl_sections
+        from vla_rl.stages.rl.config import validate_rl_sections
 
         validate_rl_sections(cfg)
 
@@ -253,8 +253,8 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:
-    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.sft.SFTConfig``."""
-    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig
+    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.stages.sft.training.SFTConfig``."""
+    from vla_rl.stages.sft.training import SECTION_PATH_KEYS, SFTConfig
 
     for key in SECTION_PATH_KEYS:
         if not sft_cfg.get(key):

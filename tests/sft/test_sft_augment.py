@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from conftest import ENV_KWARGS
 from test_sft_training import policy_config
 
-import vla_rl.sft as sft_module
-from vla_rl.sft import SFTConfig, run_sft
-from vla_rl.sft_data import augment_batch, random_shift_images
+import vla_rl.stages.sft.training as sft_module
+from vla_rl.stages.sft.batches import augment_batch, random_shift_images
+from vla_rl.stages.sft.training import SFTConfig, run_sft
 
 
 def _random_images(batch: int, height: int = 12, width: int = 10, seed: int = 0) -> torch.Tensor:

@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 from envs.registry import make
 from policies.vla import VLAPolicy
 from vla_rl.config import load_config
-from vla_rl.data.demos import ChunkDataset, load_demonstrations, write_dataset
-from vla_rl.data.statistics import load_statistics
-from vla_rl.sft import SFTConfig, build_policy_from_config, env_io_spec, run_sft
-from vla_rl.sft_data import DatasetError, MissingDatasetError, collate_chunks
+from vla_rl.stages.sft.batches import DatasetError, MissingDatasetError, collate_chunks
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations, write_dataset
+from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.training import SFTConfig, build_policy_from_config, env_io_spec, run_sft
 
 CAMERAS = ["front", "wrist"]
 SEED = 5

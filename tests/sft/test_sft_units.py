@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from vla_rl.cli import main
-from vla_rl.data.demos import ChunkDataset, load_demonstrations
-from vla_rl.sft import SFTConfig, total_training_steps, warmup_cosine_factor
-from vla_rl.sft_data import collate_chunks, ordered_batches, shuffled_batches
+from vla_rl.stages.sft.batches import collate_chunks, ordered_batches, shuffled_batches
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.training import SFTConfig, total_training_steps, warmup_cosine_factor
 
 
 def test_warmup_then_cosine_matches_the_closed_form():

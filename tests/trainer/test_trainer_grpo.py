@@ -10,7 +10,7 @@ from tiny_training import TINY_TRAINING
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.cli import main
 from vla_rl.config import load_config
-from vla_rl.experiment import rl_run
+from vla_rl.stages.rl.experiment import rl_run
 
 GRPO = [*TINY_TRAINING, "algo=grpo", "algo.group_size=2", "algo.filter_groups=false", "trainer.rollout_steps=2"]
 

@@ -6,13 +6,13 @@ is built from the run's config and measured two ways, in alternating rounds:
 - raw: reset every env as a rollout does, then step ``trainer.rollout_steps`` chunks of uniform
   random actions (within the action bounds) through every stage, all stages submitted at once
   so the env workers never wait: the most env steps per second these workers can give;
-- rollout: :meth:`vla_rl.rollout.RolloutCollector.collect` with the policy of a rollout worker
+- rollout: :meth:`vla_rl.stages.rl.rollout.RolloutCollector.collect` with the policy of a rollout worker
   (inference, pipelining, observation transfer, batch assembly and bootstrap values included).
 
 ``ratio`` = rollout / raw env steps per second, per round; near 1 means the policy and the driver hide
 behind simulation. Each figure runs for at least ``MIN_SECONDS_PER_FIGURE``; the JSON gives the median
 and range over ``repeats`` rounds, and a profile of one more rollout (each process's busy share of its
-wall time, where the driver waited; :meth:`vla_rl.rollout.RolloutCollector.collect_profiled`).
+wall time, where the driver waited; :meth:`vla_rl.stages.rl.rollout.RolloutCollector.collect_profiled`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import ray
 from omegaconf import DictConfig
 
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
-from vla_rl.rollout import RolloutCollector, derived_seed
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.rl.rollout import RolloutCollector, derived_seed
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.rollout_worker import RolloutWorker
 

@@ -19,8 +19,8 @@ from tensordict import TensorDict
 
 from envs.registry import make
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
-from vla_rl.rollout import NOT_EXTRAS
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.rl.rollout import NOT_EXTRAS
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 

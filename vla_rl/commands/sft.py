@@ -12,8 +12,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from vla_rl.config import env_kwargs, load_config
-    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig, run_sft
-    from vla_rl.sft_data import DatasetError
+    from vla_rl.stages.sft.batches import DatasetError
+    from vla_rl.stages.sft.training import SECTION_PATH_KEYS, SFTConfig, run_sft
 
     cfg = load_config(args.overrides)
     section = cfg.sft

@@ -114,7 +114,7 @@ class ActorWorker:
         device: str | None = None,
         num_threads: int | None = None,
     ):
-        from vla_rl.runtime_env import apply_runtime_defaults
+        from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         if num_threads:

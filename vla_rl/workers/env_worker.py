@@ -63,7 +63,7 @@ class EnvWorker:
 
     def __init__(self, config: EnvWorkerConfig):
         from envs.registry import make
-        from vla_rl.runtime_env import apply_runtime_defaults
+        from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         limit_software_render_threads()

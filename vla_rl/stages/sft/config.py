@@ -1,4 +1,4 @@
-"""The knobs of behaviour-cloning pre-training (:func:`vla_rl.sft.run_sft`): the ``sft`` config section."""
+"""The knobs of behaviour-cloning pre-training (:func:`vla_rl.stages.sft.training.run_sft`): the ``sft`` config section."""
 
 from __future__ import annotations
 

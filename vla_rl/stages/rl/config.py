@@ -85,7 +85,7 @@ class TrainerConfig:
 
     - ``iterations``: rollout + update cycles. ``rollout_steps``: chunk steps per env per iteration
       (GRPO: the longest episode in chunks); null: derived where the run is built
-      (:func:`vla_rl.experiment.with_rollout_window`), the env's longest episode in chunks.
+      (:func:`vla_rl.stages.rl.experiment.with_rollout_window`), the env's longest episode in chunks.
     - ``num_env_workers`` x ``num_stages`` x ``envs_per_stage`` envs; pipeline stages overlap
       simulation with inference (1 = no overlap).
     - ``actor_world_size``: FSDP2 ranks; ``sharding``: :class:`ShardingConfig` fields.

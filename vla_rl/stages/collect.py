@@ -1,9 +1,9 @@
 """`vla-rl collect`: scripted-expert demonstrations written to disk.
 
 For each task, a scripted expert (``envs.experts``) runs seeded episodes; each finished
-episode is stored at once (:class:`vla_rl.data.demos.EpisodeStore`), so an interrupted
+episode is stored at once (:class:`vla_rl.stages.sft.demos.EpisodeStore`), so an interrupted
 collection loses nothing and a rerun continues where it stopped. At the end, the episodes
-are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.data.demos`).
+are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.stages.sft.demos`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
-from vla_rl.data.demos import Episode, EpisodeStore, write_dataset
+from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 
 
 @dataclass

@@ -8,17 +8,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.evaluation.actors import (
+from vla_rl.logging import make_trackers
+from vla_rl.logging.console import ConsoleTracker
+from vla_rl.stages.evaluation.actors import (
     ExpertActionSource,
     PolicyActionSource,
     load_policy_for_eval,
     resolve_policy_folder,
 )
-from vla_rl.evaluation.env_backends import make_eval_envs
-from vla_rl.evaluation.runner import EvalSettings, VideoSettings
-from vla_rl.evaluation.session import evaluate_and_report
-from vla_rl.logging import make_trackers
-from vla_rl.logging.console import ConsoleTracker
+from vla_rl.stages.evaluation.env_backends import make_eval_envs
+from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings
+from vla_rl.stages.evaluation.session import evaluate_and_report
 
 
 def video_settings(eval_cfg: DictConfig) -> VideoSettings:

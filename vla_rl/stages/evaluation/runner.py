@@ -1,7 +1,7 @@
 """The evaluation loop: N seeded episodes per task, one episode per env per round, with videos.
 
 For each task, episodes ``0..N-1`` run in rounds of ``envs.num_envs`` (slot ``j`` of a round runs
-episode ``first + j`` with seed :func:`~vla_rl.evaluation.metrics.evaluation_seed`); the slots of a
+episode ``first + j`` with seed :func:`~vla_rl.stages.evaluation.metrics.evaluation_seed`); the slots of a
 last, partial round are deactivated. Video frames are captured where the envs live for the
 episodes ``0..M-1`` of each task (one mp4 each) and for the first round's first ``grid_envs``
 envs (one tiled mp4 per task); encoding happens in a background thread.
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from vla_rl.evaluation.metrics import evaluation_seed, summarize_episodes
 from vla_rl.logging.video import VideoWriter
+from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
 PPO (with critic, continuing envs) and GRPO (critic-free, groups of envs sharing an initial
 state) are chosen by ``algo.name``; both work with every action head. The worker groups
 (env workers, one rollout worker, FSDP2 actor ranks) are Ray actors built by
-:class:`vla_rl.experiment.Experiment`; this module only orchestrates them.
+:class:`vla_rl.stages.rl.experiment.Experiment`; this module only orchestrates them.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from tensordict import TensorDict
 from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
-from vla_rl.data.statistics import write_json_atomic
-from vla_rl.rollout import (
+from vla_rl.runtime import checkpoint
+from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
+from vla_rl.stages.rl.rollout import (
     Rollout,
     RolloutCollector,
     derived_seed,
     rollout_profile_table,
     rows_without_episode_end,
 )
-from vla_rl.runtime import checkpoint
-from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig
+from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
 
 logger = logging.getLogger(__name__)

@@ -5,10 +5,10 @@
 1. read ``demos.hdf5`` (``train`` and ``valid`` splits) and ``stats.json`` beside it; check that the
    demos fit the policy's io spec (cameras, image size, state and action dims of the env);
 2. build the policy with the dataset statistics (its normaliser; ``save_pretrained`` stores them);
-3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.data.demos.ChunkDataset`; the loss is the
+3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.stages.sft.demos.ChunkDataset`; the loss is the
    policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
    linear warmup then cosine decay of the learning rate; gradient-norm clipping; training images
-   randomly shifted by a few pixels (``augment``, :func:`vla_rl.sft_data.augment_batch`);
+   randomly shifted by a few pixels (``augment``, :func:`vla_rl.stages.sft.batches.augment_batch`);
 4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
    seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
    stops early after ``early_stopping_patience`` validations without a new best;
@@ -35,11 +35,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from vla_rl.data.demos import ChunkDataset, load_demonstrations
-from vla_rl.data.statistics import load_statistics
 from vla_rl.runtime.device import resolve_device
-from vla_rl.sft_config import SFTConfig
-from vla_rl.sft_data import (
+from vla_rl.stages.sft.batches import (
     DatasetError,
     augment_batch,
     check_episodes_fit_policy,
@@ -47,6 +44,9 @@ from vla_rl.sft_data import (
     ordered_batches,
     shuffled_batches,
 )
+from vla_rl.stages.sft.config import SFTConfig
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.statistics import load_statistics
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 SECTION_PATH_KEYS = ("dataset", "output")  # keys of the `sft` config section that are not SFTConfig fields

@@ -1,7 +1,7 @@
 """Assembling an RL run from the composed config: the one place that names concrete envs and policies.
 
 :func:`build_rl_run` starts Ray, builds the env worker group, the rollout worker and the
-FSDP2 actor group, and returns a :class:`vla_rl.trainer.Trainer` ready to ``fit``. The
+FSDP2 actor group, and returns a :class:`vla_rl.stages.rl.trainer.Trainer` ready to ``fit``. The
 policy starts from ``trainer.init_policy`` (a ``save_pretrained`` folder, e.g. the SFT
 policy: its config, weights and dataset statistics) or from ``policy`` with random weights
 and action statistics taken from the env's action bounds.
@@ -25,10 +25,10 @@ from omegaconf import DictConfig, OmegaConf
 import policies  # noqa: F401
 from envs.registry import make, resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.rollout import RolloutCollector
 from vla_rl.runtime.ray_cluster import init_ray
-from vla_rl.trainer import Trainer
-from vla_rl.trainer_config import TrainerConfig, validate_rl_sections
+from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
+from vla_rl.stages.rl.rollout import RolloutCollector
+from vla_rl.stages.rl.trainer import Trainer
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
@@ -244,8 +244,8 @@ class PeriodicEvaluation:
 
     def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
                  tracker: Any, episodes_per_task: int):  # fmt: skip
-        from vla_rl.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.evaluation.from_config import video_settings
+        from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
+        from vla_rl.stages.evaluation.from_config import video_settings
 
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
@@ -257,7 +257,7 @@ class PeriodicEvaluation:
         self.deterministic = bool(cfg.eval.deterministic)
 
     def __call__(self, weights: dict, iteration: int) -> dict[str, float]:
-        from vla_rl.evaluation import PolicyActionSource, evaluate_and_report
+        from vla_rl.stages.evaluation import PolicyActionSource, evaluate_and_report
 
         self.policy.load_state_dict(weights, strict=True)
         output = self.run_dir / "eval" / f"iter_{iteration:06d}"
