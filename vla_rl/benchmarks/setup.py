@@ -13,8 +13,9 @@ from omegaconf import DictConfig
 import policies  # noqa: F401
 from envs.registry import resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
-from vla_rl.stages.rl.experiment import env_io_spec, policy_spec_from_config, with_rollout_window
+from vla_rl.stages.rl.experiment import policy_spec_from_config, with_rollout_window
 from vla_rl.workers.env_worker import EnvWorkerConfig
 from vla_rl.workers.policy_factory import PolicySpec
 

@@ -9,13 +9,13 @@ parameters) gets its own parameter group and learning rate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tensordict import TensorDict
 
+from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.checkpoint import load_sharded, save_sharded
 from vla_rl.runtime.device import resolve_device
@@ -65,8 +65,7 @@ class OptimConfig:
             return 1.0
         if self.schedule != "cosine":
             raise ValueError(f"optim.schedule={self.schedule!r}; allowed: constant, cosine")
-        progress = min(1.0, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps))
-        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+        return warmup_cosine_factor(step, self.warmup_steps, self.total_steps - self.warmup_steps, self.min_lr_ratio)
 
 
 def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.Optimizer:

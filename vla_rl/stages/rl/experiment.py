@@ -26,6 +26,7 @@ import policies  # noqa: F401
 from envs.registry import make, resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
 from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
@@ -36,24 +37,6 @@ from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.rollout_worker import RolloutWorker
 
 logger = logging.getLogger(__name__)
-
-
-def env_io_spec(env_id: str, task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The env's spec as plain data (what the policy is built for)."""
-    env = make(f"{env_id}/{task}", **kwargs)
-    try:
-        spec = env.unwrapped.env_spec
-        return {
-            "camera_names": list(spec.camera_names),
-            "image_size": list(spec.image_size),
-            "state_dim": spec.state_dim,
-            "action_low": list(spec.action_low),
-            "action_high": list(spec.action_high),
-            "max_episode_steps": spec.max_episode_steps,
-            "control_hz": spec.control_hz,
-        }
-    finally:
-        env.close()
 
 
 def longest_episode_steps(env_id: str, tasks: tuple[str | None, ...], kwargs: dict[str, Any]) -> int:
