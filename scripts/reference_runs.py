@@ -29,8 +29,10 @@ PIPELINE = [
     "experiment.stages=[collect,sft,rl,eval]",
     "env.tasks=[reach]",
     "env.kwargs.image_size=32",
-    "collect.episodes_per_task=2",
+    "collect.episodes_per_task=4",
+    "collect.valid_fraction=0.25",
     "sft.max_steps=6",
+    "sft.warmup_steps=2",
     "sft.valid_every=3",
     "sft.log_every=1",
     "sft.batch_size=8",
@@ -72,7 +74,20 @@ def run(out: Path, only: list[str]) -> None:
 
 
 def wall_clock(key: str) -> bool:
-    return key in ("time", "seconds") or key.startswith("timing/") or key.endswith(("wall_time_s", "_per_s", "_s"))
+    """Keys that differ between identical runs: times, throughputs, and the dataset's path (run_dir)."""
+    return key in ("time", "seconds", "dataset") or key.startswith("timing/") or key.endswith(("wall_time_s", "_per_s"))
+
+
+def episodes(run_dir: Path) -> dict[str, list]:
+    """Seed, success, return and length of every evaluation episode, by evaluated policy and task."""
+    found = {}
+    for path in sorted((run_dir / "eval").glob("*/eval_info.json")):
+        tasks = json.loads(path.read_text())["tasks"]
+        found[path.parent.name] = {
+            task: [(e["seed"], e["success"], e["return"], e["length"]) for e in summary["episode_results"]]
+            for task, summary in tasks.items()
+        }
+    return found
 
 
 def rows(path: Path) -> list[dict]:
@@ -96,8 +111,11 @@ def compare(before: Path, after: Path) -> int:
         sft_a, sft_b = rows(folder / "sft" / "sft_metrics.jsonl"), rows(other / "sft" / "sft_metrics.jsonl")
         if sft_a != sft_b:
             found.append(f"sft/sft_metrics.jsonl differs ({len(sft_a)} vs {len(sft_b)} rows)")
+        if episodes(folder) != episodes(other):
+            found.append("eval/*/eval_info.json: the episodes differ")
         metrics = len(rows(folder / "rl" / "metrics.jsonl"))
-        print(f"{folder.name}: " + ("; ".join(found) if found else f"identical ({metrics} RL rows, {len(sft_a)} SFT rows)"))
+        print(f"{folder.name}: " + ("; ".join(found) if found else f"identical ({metrics} RL rows, {len(sft_a)} SFT rows, "
+                                           f"{sum(len(e) for p in episodes(folder).values() for e in p.values())} eval episodes)"))
         failed = failed or bool(found)
     return 1 if failed else 0
 

@@ -253,16 +253,17 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:
-    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.stages.sft.training.SFTConfig``."""
-    from vla_rl.stages.sft.training import SECTION_PATH_KEYS, SFTConfig
+    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.stages.sft.config.SFTConfig``."""
+    from vla_rl.fields import FieldError
+    from vla_rl.stages.sft.config import SECTION_PATH_KEYS, read_sft_section
 
     for key in SECTION_PATH_KEYS:
         if not sft_cfg.get(key):
             raise ConfigError(f"'sft.{key}' must name a folder, got {sft_cfg.get(key)!r}")
     try:
-        SFTConfig.from_dict({key: sft_cfg[key] for key in sft_cfg if key not in SECTION_PATH_KEYS})
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"section 'sft': {error}") from None
+        read_sft_section(OmegaConf.to_container(sft_cfg, resolve=True))
+    except FieldError as error:
+        raise ConfigError(error.message()) from None
 
 
 def validate_train_config(cfg: DictConfig) -> None:

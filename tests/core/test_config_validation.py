@@ -30,6 +30,8 @@ BAD_VALUES = [
     ("algo.update.entropy_coef=-1", "'algo.update.entropy_coef'=-1: must be >= 0"),
     ("algo.update.policy_loss=nope", "'algo.update.policy_loss'='nope': allowed: ppo_clip"),
     ("algo.optim.lr=0", "'algo.optim.lr'=0: must be > 0"),
+    ("+algo.update.clip_lo=0.1", "'algo.update.clip_lo'=0.1: unknown key; allowed: epochs, num_minibatches"),
+    ("sft.warmup_steps=-1", "'sft.warmup_steps'=-1: must be >= 0"),
     ("algo.optim.schedule=linear", "'algo.optim.schedule'='linear': allowed: constant, cosine"),
     ("+algo.max_success_rate=1.5", "'algo.max_success_rate'=1.5: must be >= 0 and <= 1"),
     ("algo.advantage_estimator=magic", "'algo.advantage_estimator'='magic': allowed:"),

@@ -48,10 +48,11 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
 
 def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.config import env_kwargs
-    from vla_rl.stages.sft.training import SECTION_PATH_KEYS, SFTConfig, run_sft
+    from vla_rl.stages.sft.config import read_sft_section
+    from vla_rl.stages.sft.training import run_sft
 
     section = cfg.sft
-    sft_config = SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+    sft_config = read_sft_section(section)
     result = run_sft(
         policy_config=OmegaConf.to_container(cfg.policy, resolve=True), env_id=str(cfg.env.id),
         env_kwargs=env_kwargs(cfg.env), dataset=str(section.dataset), output_dir=str(section.output),

@@ -1,12 +1,12 @@
 """Schemas of the ``algo`` and ``trainer`` config sections (``configs/algo/``, ``configs/trainer/``).
 
-Each section is read into a dataclass; an unknown key or a value of the wrong type is a
+Each section is read into a dataclass by :func:`vla_rl.fields.read_dataclass` (nested sections too:
+``algo.update``, ``algo.optim``, ``trainer.sharding``); an unknown key or a value of the wrong type is a
 :class:`vla_rl.config.ConfigError` that names the key and lists the allowed ones.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from vla_rl.config import ConfigError
-from vla_rl.fields import FieldError, check_types, require
+from vla_rl.fields import FieldError, check_types, read_dataclass, require
 from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.workers.actor_worker import OptimConfig
 from vla_rl.workers.ppo_update import UpdateConfig
@@ -34,7 +34,8 @@ class AlgoConfig:
     - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass).
     - ``critic_warmup_iterations``: first iterations that train only the critic (a fresh value head on a
       pre-trained policy would otherwise feed the actor noise advantages).
-    - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule.
+    - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule
+      (:class:`OptimConfig`).
     """
 
     name: str = "ppo"
@@ -48,8 +49,8 @@ class AlgoConfig:
     max_sampling_attempts: int = 4
     bypass_old_log_probs: bool = True
     critic_warmup_iterations: int = 0
-    update: dict[str, Any] = field(default_factory=dict)
-    optim: dict[str, Any] = field(default_factory=dict)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self) -> None:
         from vla_rl.algos import ADVANTAGE_ESTIMATORS
@@ -69,14 +70,6 @@ class AlgoConfig:
     def rollout_mode(self) -> str:
         return "episodes" if self.name == "grpo" else "continuing"
 
-    def update_config(self) -> UpdateConfig:
-        return _dataclass_from(UpdateConfig, self.update, "algo.update")
-
-    def optim_config(self) -> OptimConfig:
-        values = dict(self.optim)
-        if "betas" in values:
-            values["betas"] = tuple(values["betas"])
-        return _dataclass_from(OptimConfig, values, "algo.optim")
 
 
 @dataclass
@@ -112,7 +105,7 @@ class TrainerConfig:
     num_stages: int = 2
     envs_per_stage: int = 4
     actor_world_size: int = 1
-    sharding: dict[str, Any] = field(default_factory=dict)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
     device: str = "auto"
     init_policy: str | None = None
     eval_every: int = 0
@@ -161,9 +154,6 @@ class TrainerConfig:
             raise FieldError("init_policy", self.init_policy,
                              "must be a save_pretrained folder (with config.json), e.g. RUN_DIR/sft/best")
 
-    def sharding_config(self) -> ShardingConfig:
-        return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
-
     def resources_of(self, group: str) -> dict[str, float]:
         """The custom Ray resources each worker of ``group`` asks for (``placement``)."""
         return {name: float(amount) for name, amount in self.placement.get(group, {}).items()}
@@ -173,25 +163,20 @@ class TrainerConfig:
         return self.num_env_workers * self.num_stages * self.envs_per_stage
 
 
-def _dataclass_from(cls: type, values: dict[str, Any], where: str) -> Any:
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; allowed: {', '.join(names)}")
-    try:
-        return cls(**values)
-    except FieldError as error:
-        raise ConfigError(error.under(where)) from None
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"'{where}': {error}") from None
-
-
 def section(cfg: DictConfig, key: str, cls: type) -> Any:
-    """The config section ``key`` as a ``cls`` dataclass (with its nested plain dicts)."""
+    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.fields.read_dataclass`).
+
+    Raises:
+        ConfigError: the section is missing, or the first unknown key or wrong value, named in full.
+    """
     if key not in cfg:
         raise ConfigError(f"config lacks the section '{key}'")
-    values = OmegaConf.to_container(cfg[key], resolve=True)
-    return _dataclass_from(cls, values, key)
+    try:
+        return read_dataclass(cls, OmegaConf.to_container(cfg[key], resolve=True), key)
+    except FieldError as error:
+        raise ConfigError(error.message()) from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'{key}': {error}") from None
 
 
 def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
@@ -201,10 +186,7 @@ def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
         ConfigError: the first wrong key, with its value and what is allowed.
     """
     algo = section(cfg, "algo", AlgoConfig)
-    algo.update_config()
-    algo.optim_config()
     trainer = section(cfg, "trainer", TrainerConfig)
-    trainer.sharding_config()
     if algo.name == "grpo" and trainer.envs_per_stage % algo.group_size:
         raise ConfigError(
             f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "

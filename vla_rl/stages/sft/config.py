@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from vla_rl.fields import check_types, read_dataclass, require
+
+#: Keys of the ``sft`` config section that are not :class:`SFTConfig` fields: the demonstrations and the output.
+SECTION_PATH_KEYS = ("dataset", "output")
 
 
 @dataclass
@@ -51,38 +55,21 @@ class SFTConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        positive = {"batch_size": self.batch_size, "max_steps": self.max_steps, "valid_every": self.valid_every,
-                    "log_every": self.log_every}  # fmt: skip
-        for name, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.epochs is not None and not float(self.epochs) > 0:
-            raise ValueError(f"epochs must be > 0 or null (no limit), got {self.epochs!r}")
-        if not float(self.learning_rate) > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if float(self.weight_decay) < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
-        if not 0.0 <= float(self.min_learning_rate_ratio) <= 1.0:
-            raise ValueError(f"min_learning_rate_ratio must lie in [0, 1], got {self.min_learning_rate_ratio!r}")
-        if self.grad_clip_norm is not None and float(self.grad_clip_norm) < 0:
-            raise ValueError(f"grad_clip_norm must be >= 0 or null, got {self.grad_clip_norm!r}")
-        patience = self.early_stopping_patience
-        if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
-            raise ValueError(f"early_stopping_patience must be a positive integer or null (no early stopping), "
-                             f"got {patience!r}")  # fmt: skip
-        shift = self.augment_shift_pixels
-        if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
-            raise ValueError(f"augment_shift_pixels must be an integer >= 0, got {shift!r}")
-        if not isinstance(self.num_threads, int) or self.num_threads < 0:
-            raise ValueError(f"num_threads must be an integer >= 0 (0: all CPUs), got {self.num_threads!r}")
+        check_types(self)
+        for name in ("batch_size", "max_steps", "valid_every", "log_every", "early_stopping_patience"):
+            require(self, name, low=1)
+        for name in ("epochs", "learning_rate"):
+            require(self, name, low=0, low_open=True)
+        for name in ("weight_decay", "warmup_steps", "grad_clip_norm", "augment_shift_pixels", "num_threads"):
+            require(self, name, low=0)
+        require(self, "min_learning_rate_ratio", low=0, high=1)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SFTConfig:
-        """Build from a plain mapping; an unknown key is a ValueError that lists the known ones."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"unknown sft keys {unknown}; known keys: {', '.join(known)}")
-        return cls(**dict(data))
+        """Read from a plain mapping (:func:`vla_rl.fields.read_dataclass`); errors name the key ``sft.*``."""
+        return read_dataclass(cls, dict(data), "sft")
+
+
+def read_sft_section(section: Mapping[str, Any]) -> SFTConfig:
+    """The knobs of the ``sft`` config section (all its keys but :data:`SECTION_PATH_KEYS`)."""
+    return SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})

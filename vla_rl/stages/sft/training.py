@@ -53,7 +53,6 @@ from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
 from vla_rl.stages.sft.statistics import load_statistics
 from vla_rl.workers.policy_factory import DEFAULT_POLICY_FACTORY, PolicySpec
 
-SECTION_PATH_KEYS = ("dataset", "output")  # keys of the `sft` config section that are not SFTConfig fields
 METRICS_FILE = "sft_metrics.jsonl"
 BEST_DIR, LAST_DIR = "best", "last"
 
