@@ -31,12 +31,12 @@ CRITIC_PREFIXES = ("value_head.",)
 class OptimConfig:
     """AdamW with a warmup + constant/cosine schedule, per optimizer step.
 
-    lr (3e-4 actor), critic_lr (1e-3), weight_decay (0.0), betas ((0.9, 0.999)),
+    lr (1e-4 actor), critic_lr (1e-3), weight_decay (0.0), betas ((0.9, 0.999)),
     warmup_steps (0), schedule ("constant" or "cosine"), total_steps (cosine length; 0 = constant),
     min_lr_ratio (0.1: cosine floor as a fraction of the peak).
     """
 
-    lr: float = 3e-4
+    lr: float = 1e-4
     critic_lr: float = 1e-3
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)

@@ -26,7 +26,8 @@ class AlgoConfig:
 
     - ``name``: "ppo" or "grpo" (sets the rollout mode: continuing envs, or one episode per env in groups).
     - ``advantage_estimator``: a name of ``vla_rl.algos.ADVANTAGE_ESTIMATORS`` (gae, grpo, dr_grpo, rloo, ...).
-    - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``).
+    - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``); empty:
+      the estimator function's own defaults. A mapping, so each algo file sets it whole (yaml merges mappings).
     - ``group_size``: envs per GRPO group (they share task and initial state).
     - ``filter_groups``: drop groups whose success rate is outside [min_success_rate, max_success_rate].
     - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
@@ -40,7 +41,7 @@ class AlgoConfig:
 
     name: str = "ppo"
     advantage_estimator: str = "gae"
-    advantage_options: dict[str, Any] = field(default_factory=lambda: {"gamma": 0.99, "lam": 0.95, "whiten": True})
+    advantage_options: dict[str, Any] = field(default_factory=dict)
     group_size: int = 1
     filter_groups: bool = False
     min_success_rate: float = 0.1

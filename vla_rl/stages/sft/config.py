@@ -32,25 +32,26 @@ class SFTConfig:
         Validation images are not augmented.
     augment_shift_pixels: the largest shift (pixels) of ``augment``.
     log_every: steps between ``train`` lines in ``sft_metrics.jsonl``.
-    num_threads: torch CPU threads (0: every CPU this process may use).
+    num_threads: torch CPU threads (0: every CPU this process may use); one is fastest on 2 shared cores
+        (docs/platform.md).
     device: "auto" (the ``VLA_RL_DEVICE`` variable, else CUDA if available, else CPU), "cpu", "cuda:N".
     show_progress: draw a tqdm progress bar with the current loss.
     """
 
     batch_size: int = 64
-    max_steps: int = 2000
+    max_steps: int = 1000
     epochs: float | None = None
     learning_rate: float = 3e-4
     weight_decay: float = 0.01
-    warmup_steps: int = 100
+    warmup_steps: int = 50
     min_learning_rate_ratio: float = 0.1
     grad_clip_norm: float | None = 1.0
-    valid_every: int = 250
+    valid_every: int = 100
     early_stopping_patience: int | None = None
     augment: bool = True
     augment_shift_pixels: int = 4
     log_every: int = 10
-    num_threads: int = 0
+    num_threads: int = 1
     device: str = "auto"
     show_progress: bool = True
 

@@ -1,7 +1,9 @@
 """Loading and validating the Hydra config of every vla-rl command.
 
 The configs live in ``configs/`` at the repository root (groups ``env``, ``policy``,
-``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. Folders of your
+``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. The sections that a dataclass
+describes (``algo``, ``trainer``, ``sft``) take their defaults from it (:mod:`vla_rl.config.defaults`),
+and the yaml files only override them. Folders of your
 own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``) are searched
 after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
 ``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
@@ -21,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Extra config folders (os.pathsep-separated), searched after the vla-rl configs.
 CONFIG_PATH_VARIABLE = "VLA_RL_CONFIG_PATH"
 #: The env option that ``env.id=...`` without ``env=...`` selects: no tasks or factory options of another env.
@@ -117,6 +119,9 @@ def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from vla_rl.config.defaults import register_defaults
+
+    register_defaults()
     extra = extra_config_dirs()
     search = [f"hydra.searchpath=[{','.join(folder.as_uri() for folder in extra)}]"] if extra else []
     GlobalHydra.instance().clear()
