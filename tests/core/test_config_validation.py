@@ -35,7 +35,7 @@ BAD_VALUES = [
     ("algo.optim.schedule=linear", "'algo.optim.schedule'='linear': allowed: constant, cosine"),
     ("algo.max_success_rate=1.5", "'algo.max_success_rate'=1.5: must be >= 0 and <= 1"),
     ("algo.advantage_estimator=magic", "'algo.advantage_estimator'='magic': allowed:"),
-    ("algo.name=sac", "'algo.name'='sac': allowed: ppo, grpo"),
+    ("algo.name=sac", "'algo.name'='sac': allowed: grpo, ppo"),
     ("policy.head.name=nohead", "'policy': unknown action head 'nohead'"),
     ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'flow_residual'"),
     ("policy.factory=no_such_pkg.mod:make", "'policy.factory'='no_such_pkg.mod:make': cannot import module"),

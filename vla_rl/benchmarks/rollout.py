@@ -107,13 +107,13 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
     collector = RolloutCollector(env_group, rollout_worker, setup.tasks)
     low = np.asarray(setup.io_spec["action_low"], np.float32)
     high = np.asarray(setup.io_spec["action_high"], np.float32)
-    num_steps, mode, group_size = setup.trainer.rollout_steps, setup.algo.rollout_mode, setup.algo.group_size
+    num_steps, collection, group_size = setup.trainer.rollout_steps, setup.algo.collection, setup.algo.group_size
 
     def raw(round_index: int) -> int:
         return random_action_steps(env_group, num_steps, setup.chunk_size, low, high, setup.seed, round_index)
 
     def rollout(round_index: int) -> int:
-        return collector.collect(num_steps, setup.seed, round_index, mode, group_size).env_steps
+        return collector.collect(num_steps, setup.seed, round_index, collection, group_size).env_steps
 
     raw(-1), rollout(-1)  # warm-up: first renders, first forward passes
     raw_rates, rollout_rates, ratios = [], [], []
@@ -123,7 +123,7 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
         raw_rates.append(raw_steps / raw_s)
         rollout_rates.append(rollout_steps / rollout_s)
         ratios.append(rollout_rates[-1] / raw_rates[-1])
-    _, profile = collector.collect_profiled(num_steps, setup.seed, -2, mode, group_size)
+    _, profile = collector.collect_profiled(num_steps, setup.seed, -2, collection, group_size)
     return {
         "envs_per_stage": env_group.envs_per_stage,
         "raw_env_steps_per_s": spread(raw_rates),

@@ -53,7 +53,7 @@ class BenchSetup:
         config = EnvWorkerConfig(
             env_id=self.env_name, env_kwargs=self.env_kwargs, tasks=self.tasks,
             envs_per_stage=self.trainer.envs_per_stage, num_stages=self.trainer.num_stages,
-            base_seed=self.seed, auto_reset=self.algo.rollout_mode == "continuing",
+            base_seed=self.seed, auto_reset=self.algo.collection.auto_reset,
         )  # fmt: skip
         return replace(config, envs_per_stage=envs_per_worker // stages, num_stages=stages)
 

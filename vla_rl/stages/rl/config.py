@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
 from vla_rl.config import ConfigError
 from vla_rl.fields import FieldError, check_types, read_dataclass, require
 from vla_rl.runtime.fsdp import ShardingConfig
@@ -24,7 +25,8 @@ from vla_rl.workers.ppo_update import UpdateConfig
 class AlgoConfig:
     """PPO (with critic) or GRPO (critic-free); both work with every action head.
 
-    - ``name``: "ppo" or "grpo" (sets the rollout mode: continuing envs, or one episode per env in groups).
+    - ``name``: an algorithm of :data:`vla_rl.algos.algorithms.ALGORITHMS` ("ppo", "grpo"), whose entry says
+      how rollouts are collected (continuing envs, or one episode per env in groups).
     - ``advantage_estimator``: a name of ``vla_rl.algos.ADVANTAGE_ESTIMATORS`` (gae, grpo, dr_grpo, rloo, ...).
     - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``); empty:
       the estimator function's own defaults. A mapping, so each algo file sets it whole (yaml merges mappings).
@@ -57,7 +59,7 @@ class AlgoConfig:
         from vla_rl.algos import ADVANTAGE_ESTIMATORS
 
         check_types(self)
-        require(self, "name", choices=("ppo", "grpo"))
+        require(self, "name", choices=sorted(ALGORITHMS))
         require(self, "advantage_estimator", choices=sorted(ADVANTAGE_ESTIMATORS))
         require(self, "group_size", low=1)
         require(self, "max_sampling_attempts", low=1)
@@ -68,8 +70,9 @@ class AlgoConfig:
             raise FieldError("min_success_rate", self.min_success_rate, f"must be <= max_success_rate={self.max_success_rate}")
 
     @property
-    def rollout_mode(self) -> str:
-        return "episodes" if self.name == "grpo" else "continuing"
+    def collection(self) -> Collection:
+        """How this algorithm collects its rollouts (its registry entry, :mod:`vla_rl.algos.algorithms`)."""
+        return get_algorithm(self.name).collection
 
 
 
@@ -188,7 +191,7 @@ def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
     """
     algo = section(cfg, "algo", AlgoConfig)
     trainer = section(cfg, "trainer", TrainerConfig)
-    if algo.name == "grpo" and trainer.envs_per_stage % algo.group_size:
+    if algo.collection.grouped_initial_states and trainer.envs_per_stage % algo.group_size:
         raise ConfigError(
             f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "
             f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"

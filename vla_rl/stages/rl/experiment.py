@@ -178,7 +178,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
     env_config = EnvWorkerConfig(
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
-        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.rollout_mode == "continuing",
+        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
     )  # fmt: skip
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:

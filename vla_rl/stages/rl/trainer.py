@@ -157,12 +157,12 @@ class Trainer:
         """The iteration's rollout (with dynamic sampling: several); with ``profile_folder``, the first one's
         profile goes to ``rollout_profile.json`` and ``rollout_profile.md`` there."""
         algo = self.algo
-        steps, mode = self.config.rollout_steps, algo.rollout_mode
+        steps, collection = self.config.rollout_steps, algo.collection
 
         def collect(attempt: int) -> Rollout:
             if profile_folder is None or attempt:
-                return self.collector.collect(steps, self.seed, iteration, mode, algo.group_size, attempt)
-            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, mode, algo.group_size)
+                return self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt)
+            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection, algo.group_size)
             profile_folder.mkdir(parents=True, exist_ok=True)
             write_json_atomic(profile_folder / "rollout_profile.json", profile)
             (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
@@ -170,7 +170,7 @@ class Trainer:
 
         if not algo.dynamic_sampling:
             rollout = collect(0)
-            if algo.filter_groups and mode == "episodes":
+            if algo.filter_groups and collection.grouped_initial_states:
                 keep = filter_groups_by_success_rate(
                     rollout.success, rollout.batch["group_id"][:, 0], algo.min_success_rate, algo.max_success_rate
                 )
@@ -288,7 +288,7 @@ class Trainer:
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = rollout.episodes
         metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in train.items()}
-        if self.algo.rollout_mode == "continuing":  # episodes mode masks filtered groups: no window to check
+        if not self.algo.collection.one_episode_per_env:  # one episode per env: no window that cuts episodes
             metrics["train/rows_without_episode_end"] = float(self._check_rollout_window(rollout.batch))
         if episodes:
             metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))
