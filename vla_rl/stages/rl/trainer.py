@@ -25,6 +25,7 @@ from tensordict import TensorDict
 from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
+from vla_rl.logging.console import ConsoleTracker
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
@@ -81,6 +82,8 @@ class Trainer:
         if self.config.resume:
             self.resume()
         started, last_iteration_s = time.monotonic(), None
+        console = self.tracker.find(ConsoleTracker) if self.tracker is not None else None
+        bar = console.progress("rl", self.config.iterations - self.state.iteration) if console else None
         while self.state.iteration < self.config.iterations:
             elapsed_s = time.monotonic() - started
             if self._out_of_time(elapsed_s, last_iteration_s):
@@ -119,6 +122,8 @@ class Trainer:
                     self.save_checkpoint()
             if profiling:
                 self._stop_profiling(iteration, timer)
+            if bar is not None:
+                bar.advance()
             self.log(iteration, rollout, {**advantage_metrics, **update_metrics}, eval_metrics, timer)
             last_iteration_s = time.monotonic() - iteration_started
         return self.state
