@@ -47,3 +47,5 @@ def test_every_field_is_in_the_composed_config_and_overridable_without_a_plus():
     # The defaults the yaml files used to repeat are the dataclasses' own.
     assert (algo.update.clip_low, algo.update.clip_high, algo.optim.lr) == (0.2, 0.28, 1e-4)
     assert algo.advantage_options == {"gamma": 0.99, "lam": 0.95, "whiten": True}  # ppo.yaml's override
+    # A '+' that an older command needed to add such a key now sets it.
+    assert load_config(["+algo.update.kl_estimator=k2"]).algo["update"].kl_estimator == "k2"

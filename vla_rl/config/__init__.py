@@ -28,6 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PATH_VARIABLE = "VLA_RL_CONFIG_PATH"
 #: The env option that ``env.id=...`` without ``env=...`` selects: no tasks or factory options of another env.
 ENV_BY_ID = "id_only"
+#: Sections whose every field the composed config holds (their dataclass defaults come first).
+DATACLASS_SECTIONS = ("algo.", "trainer.", "sft.")
 _command_line_dirs: list[Path] = []
 
 
@@ -103,11 +105,15 @@ def prepare_overrides(overrides: Sequence[str]) -> list[str]:
       (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
     - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
       parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+    - ``+algo.K=V`` (and ``+trainer.``, ``+sft.``) becomes ``++algo.K=V``: every field of those sections is in
+      the composed config (:mod:`vla_rl.config.defaults`), and an older command that added one keeps working.
     """
     prepared = []
     for override in overrides:
         if not override.startswith(("+", "~")) and _override_key(override).startswith("env.kwargs."):
             override = "++" + override
+        elif override.startswith("+") and not override.startswith("++") and override[1:].startswith(DATACLASS_SECTIONS):
+            override = "+" + override
         prepared.append(override)
     keys = [_override_key(o) for o in overrides if not o.startswith("~")]
     if "env.id" in keys and "env" not in keys:
