@@ -16,6 +16,7 @@ Episode seeds are deterministic: env ``i`` of a stage draws its k-th episode wit
 
 from __future__ import annotations
 
+import pkgutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ import gymnasium as gym
 import numpy as np
 
 from vla_rl.runtime.profiling import PhaseTimer
+
+#: Import paths (``module:function``) of the env registry's ``make`` and of the scripted experts' lookup. The
+#: workers name them as data and import them where they run; they import no env package themselves.
+ENV_FACTORY = "envs.registry:make"
+EXPERT_FACTORY = "envs.experts:get_expert"
 
 Observation = dict[str, Any]
 
@@ -62,13 +68,14 @@ class ChunkedEnvs:
 
     def __init__(
         self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True,
-        env_id: str | None = None,
+        env_id: str | None = None, expert_factory: str = EXPERT_FACTORY,
     ):  # fmt: skip
         """``env_id``: the registry name or factory import path the envs come from; scripted experts are found
-        through it (:meth:`use_experts`). None: the name in the envs' spec."""
+        through it (:meth:`use_experts`) by ``expert_factory`` (an import path). None: the name in the envs' spec."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.env_id = env_id
+        self.expert_factory = expert_factory
         self.envs = [make_env(index) for index in range(num_envs)]
         self.base_seed = base_seed
         self.auto_reset = auto_reset
@@ -232,10 +239,9 @@ class ChunkedEnvs:
 
         Inactive envs get zeros (they are ignored by :meth:`step`).
         """
-        from envs.experts import get_expert
-
         if self._expert_options is None:
             raise RuntimeError("call use_experts() before expert_action_chunks()")
+        get_expert = pkgutil.resolve_name(self.expert_factory)
         action_dim = self.envs[0].action_space.shape[0]
         chunks = np.zeros((self.num_envs, 1, action_dim), np.float32)
         for index in np.flatnonzero(self.active):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pkgutil
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from vla_rl.runtime.profiling import PhaseTimer
-from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+from vla_rl.workers.chunked_envs import ENV_FACTORY, EXPERT_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class EnvWorkerConfig:
 
     ``tasks`` are assigned round-robin over the worker's envs; env ``j`` of the whole group
     (``global_offset + j``) gets ``tasks[(global_offset + j) % len(tasks)]``.
+    ``env_factory`` and ``expert_factory`` are import paths (``module:function``) of ``make(name, **kwargs)``
+    and of ``get_expert(env, task, env_instance, **options)``: the worker imports no env package itself.
     """
 
     env_id: str
@@ -45,6 +48,8 @@ class EnvWorkerConfig:
     base_seed: int = 0
     auto_reset: bool = True
     global_offset: int = 0
+    env_factory: str = ENV_FACTORY
+    expert_factory: str = EXPERT_FACTORY
 
 
 def limit_software_render_threads() -> None:
@@ -62,12 +67,12 @@ class EnvWorker:
     """The process that simulates; wrapped by ``ray.remote`` in :class:`EnvWorkerGroup`."""
 
     def __init__(self, config: EnvWorkerConfig):
-        from envs.registry import make
         from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         limit_software_render_threads()
         self.config = config
+        make = pkgutil.resolve_name(config.env_factory)
         self.stages: list[ChunkedEnvs] = []
         for stage in range(config.num_stages):
             first = config.global_offset + stage * config.envs_per_stage
@@ -78,7 +83,7 @@ class EnvWorker:
 
             self.stages.append(
                 ChunkedEnvs(make_env, config.envs_per_stage, config.base_seed + first * 100_003, config.auto_reset,
-                            env_id=config.env_id)
+                            env_id=config.env_id, expert_factory=config.expert_factory)
             )
         self._fail_after_steps: int | None = None
         self.busy = PhaseTimer()

@@ -10,11 +10,12 @@ Episodes run one per env per round (``auto_reset=False``).
 
 from __future__ import annotations
 
+import pkgutil
 from typing import Any
 
 import numpy as np
 
-from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+from vla_rl.workers.chunked_envs import ENV_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
 
 class WorkerGroupEvalEnvs:
@@ -79,7 +80,7 @@ def make_eval_envs(
     if num_workers < 0:
         raise ValueError(f"eval.num_workers must be >= 0, got {num_workers}")
     if num_workers == 0:
-        from envs.registry import make
+        make = pkgutil.resolve_name(ENV_FACTORY)
 
         def make_env(index: int) -> Any:
             return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)
