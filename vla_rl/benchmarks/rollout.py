@@ -50,7 +50,7 @@ def random_action_steps(
         chunks = [rng.uniform(low, high, (size, chunk_size, low.shape[0])).astype(np.float32)
                   for _ in range(env_group.num_stages)]  # fmt: skip
         pending = [env_group.step_async(stage, chunk) for stage, chunk in enumerate(chunks)]
-        executed += sum(int(env_group.wait(p).steps_executed.sum()) for p in pending)
+        executed += sum(int(env_group.step_wait(p).steps_executed.sum()) for p in pending)
     return executed
 
 

@@ -97,7 +97,7 @@ class RolloutCollector:
         seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
         tasks = [self.tasks[g % len(self.tasks)] for g in groups]
         self.env_group.reset(stage, seeds=seeds, tasks=tasks)
-        states = self.env_group.init_states(stage)
+        states = self.env_group.get_attr(stage, "init_states")
         leaders = [states[(g * group_size) - first] for g in groups]
         return self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks)
 
@@ -128,7 +128,7 @@ class RolloutCollector:
                 if stages > 1 and not last:
                     pending_act[following] = act(observation[following], deterministic)  # overlaps the env step
                 with timer.phase(f"stage{s}/wait_for_env_step"):
-                    result = self.env_group.wait(stepping)
+                    result = self.env_group.step_wait(stepping)
                 records[s].append({"observation": observation[s], "actions": actions, "extras": extras,
                                    "result": result})  # fmt: skip
                 episodes.extend({**e, "stage": s} for e in result.finished_episodes)
