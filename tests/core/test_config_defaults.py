@@ -1,5 +1,5 @@
-"""One source per default: the algo, trainer and sft sections take their defaults from their dataclasses,
-and their yaml files only override (no value there repeats a default)."""
+"""One source per default: the algo, trainer, sft, collect and eval sections take their defaults from their
+dataclasses, and the yaml files only override (no value there repeats a default)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import yaml
 
 from vla_rl.config import REPO_ROOT, load_config
 from vla_rl.config.defaults import section_defaults
+from vla_rl.stages.collect import CollectConfig
+from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
 from vla_rl.stages.sft.config import SECTION_PATH_KEYS
 
@@ -24,7 +26,8 @@ def leaves(tree: dict, prefix: str = "") -> dict:
     return found
 
 
-GROUP_FILES = sorted(p for group in ("algo", "trainer", "sft") for p in (REPO_ROOT / "configs" / group).glob("*.yaml"))
+GROUP_FILES = sorted(p for group in ("algo", "trainer", "sft", "eval")
+                     for p in (REPO_ROOT / "configs" / group).glob("*.yaml"))  # fmt: skip
 
 
 @pytest.mark.parametrize("path", GROUP_FILES, ids=[f"{p.parent.name}/{p.name}" for p in GROUP_FILES])
@@ -40,8 +43,9 @@ def test_group_files_only_override_the_dataclass_defaults(path):
 
 def test_every_field_is_in_the_composed_config_and_overridable_without_a_plus():
     cfg = load_config(["algo.update.log_ratio_clamp=10", "trainer.sharding.cpu_offload=true", "sft.valid_every=7"])
-    for key, cls in (("algo", AlgoConfig), ("trainer", TrainerConfig)):
+    for key, cls in (("algo", AlgoConfig), ("trainer", TrainerConfig), ("collect", CollectConfig), ("eval", EvalConfig)):
         assert set(cfg[key]) == {f.name for f in dataclasses.fields(cls)}
+    assert "collect" not in yaml.safe_load((REPO_ROOT / "configs" / "config.yaml").read_text())
     algo, trainer = section(cfg, "algo", AlgoConfig), section(cfg, "trainer", TrainerConfig)
     assert algo.update.log_ratio_clamp == 10 and trainer.sharding.cpu_offload is True and cfg.sft.valid_every == 7
     # The defaults the yaml files used to repeat are the dataclasses' own.

@@ -39,8 +39,10 @@ BAD_VALUES = [
     ("policy.head.name=nohead", "'policy': unknown action head 'nohead'"),
     ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'flow_residual'"),
     ("policy.factory=no_such_pkg.mod:make", "'policy.factory'='no_such_pkg.mod:make': cannot import module"),
-    ("eval.num_envs=0", "'eval.num_envs'=0: must be an integer >= 1"),
-    ("collect.episodes_per_task=0", "'collect.episodes_per_task' must be a positive integer"),
+    ("eval.num_envs=0", "'eval.num_envs'=0: must be >= 1"),
+    ("eval.video.size=[128]", "'eval.video.size'=[128]: must be [height, width] of positive integers"),
+    ("collect.episodes_per_task=0", "'collect.episodes_per_task'=0: must be >= 1"),
+    ("collect.valid_fraction=1.0", "'collect.valid_fraction'=1.0: must be >= 0 and < 1"),
     ("env.tasks=[fly]", "'env.tasks': env 'tabletop' has no task 'fly'"),
 ]
 

@@ -197,48 +197,47 @@ def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:
     return _compose("config", [o for o in overrides if o != dropped])
 
 
+def read_section(cfg: DictConfig, key: str, cls: type) -> Any:
+    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.fields.read_dataclass`).
+
+    Raises:
+        ConfigError: the section is missing, or the first unknown key or wrong value, named in full.
+    """
+    from vla_rl.fields import FieldError, read_dataclass
+
+    if key not in cfg:
+        raise ConfigError(f"config lacks the section '{key}'")
+    try:
+        return read_dataclass(cls, OmegaConf.to_container(cfg[key], resolve=True), key)
+    except FieldError as error:
+        raise ConfigError(error.message()) from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'{key}': {error}") from None
+
+
 def validate_config(cfg: DictConfig) -> None:
-    """Check the sections this layer owns: ``env`` and ``collect``."""
+    """Check every section before any work: ``env`` against its factory, ``policy`` through its factory's module,
+    the others by reading them into their dataclasses (collect, eval, sft, algo, trainer)."""
+    from vla_rl.stages.collect import CollectConfig
+    from vla_rl.stages.evaluation.config import EvalConfig
+
     for key in ("env", "seed", "run_dir", "collect"):
         if key not in cfg:
             raise ConfigError(f"config lacks the key '{key}'")
     if not isinstance(cfg.seed, int):
         raise ConfigError(f"'seed' must be an integer, got {cfg.seed!r}")
     validate_env_config(cfg.env)
-    collect = cfg.collect
-    if not isinstance(collect.episodes_per_task, int) or collect.episodes_per_task < 1:
-        raise ConfigError(f"'collect.episodes_per_task' must be a positive integer, got {collect.episodes_per_task!r}")
-    if not 0.0 <= float(collect.valid_fraction) < 1.0:
-        raise ConfigError(f"'collect.valid_fraction' must lie in [0, 1), got {collect.valid_fraction!r}")
-    if float(collect.noise_std) < 0:
-        raise ConfigError(f"'collect.noise_std' must be >= 0, got {collect.noise_std!r}")
+    read_section(cfg, "collect", CollectConfig)
     if "sft" in cfg:
         validate_sft_config(cfg.sft)
     if "policy" in cfg:
         validate_policy_section(cfg.policy)
     if "eval" in cfg:
-        validate_eval_section(cfg.eval)
+        read_section(cfg, "eval", EvalConfig)
     if "algo" in cfg and "trainer" in cfg:
         from vla_rl.stages.rl.config import validate_rl_sections
 
         validate_rl_sections(cfg)
-
-
-def _count(cfg: DictConfig, key: str, minimum: int, where: str) -> None:
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"'{where}.{key}'={value!r}: must be an integer >= {minimum}")
-
-
-def validate_eval_section(eval_cfg: DictConfig) -> None:
-    """The counts of ``eval`` and ``eval.video`` (the rest is checked where it is read, before any episode)."""
-    _count(eval_cfg, "episodes_per_task", 1, "eval")
-    _count(eval_cfg, "num_envs", 1, "eval")
-    _count(eval_cfg, "num_workers", 0, "eval")
-    _count(eval_cfg.video, "episodes_per_task", 0, "eval.video")
-    _count(eval_cfg.video, "grid_envs", 0, "eval.video")
-    if float(eval_cfg.expert_noise_std) < 0:
-        raise ConfigError(f"'eval.expert_noise_std'={eval_cfg.expert_noise_std!r}: must be >= 0")
 
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:

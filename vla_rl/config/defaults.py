@@ -2,7 +2,8 @@
 
 Each knob's default is defined once, in its dataclass (``algo``: :class:`~vla_rl.stages.rl.config.AlgoConfig`
 with ``update`` and ``optim``; ``trainer``: :class:`~vla_rl.stages.rl.config.TrainerConfig` with ``sharding``;
-``sft``: :class:`~vla_rl.stages.sft.config.SFTConfig`). :func:`register_defaults` stores those defaults as the
+``sft``: :class:`~vla_rl.stages.sft.config.SFTConfig`; ``collect``: :class:`~vla_rl.stages.collect.CollectConfig`;
+``eval``: :class:`~vla_rl.stages.evaluation.config.EvalConfig`). :func:`register_defaults` stores those defaults as the
 Hydra config ``vla_rl_defaults``, which ``configs/config.yaml`` lists first: the yaml files of the groups
 and the experiments then only override, and every key exists for a command-line override.
 """
@@ -28,11 +29,14 @@ def plain(instance: Any) -> Any:
 
 
 def section_defaults() -> dict[str, Any]:
-    """``{"algo": ..., "trainer": ..., "sft": ...}``: each section's dataclass defaults."""
+    """``{"algo": ..., "trainer": ..., "sft": ..., "collect": ..., "eval": ...}``: each section's dataclass defaults."""
+    from vla_rl.stages.collect import CollectConfig
+    from vla_rl.stages.evaluation.config import EvalConfig
     from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
     from vla_rl.stages.sft.config import SFTConfig
 
-    return {"algo": plain(AlgoConfig()), "trainer": plain(TrainerConfig()), "sft": plain(SFTConfig())}
+    return {"algo": plain(AlgoConfig()), "trainer": plain(TrainerConfig()), "sft": plain(SFTConfig()),
+            "collect": plain(CollectConfig()), "eval": plain(EvalConfig())}  # fmt: skip
 
 
 def register_defaults() -> None:

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
-from vla_rl.config import ConfigError
-from vla_rl.fields import FieldError, check_types, read_dataclass, require
+from vla_rl.config import ConfigError, read_section
+from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.workers.actor_worker import OptimConfig
 from vla_rl.workers.ppo_update import UpdateConfig
@@ -168,19 +168,8 @@ class TrainerConfig:
 
 
 def section(cfg: DictConfig, key: str, cls: type) -> Any:
-    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.fields.read_dataclass`).
-
-    Raises:
-        ConfigError: the section is missing, or the first unknown key or wrong value, named in full.
-    """
-    if key not in cfg:
-        raise ConfigError(f"config lacks the section '{key}'")
-    try:
-        return read_dataclass(cls, OmegaConf.to_container(cfg[key], resolve=True), key)
-    except FieldError as error:
-        raise ConfigError(error.message()) from None
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"'{key}': {error}") from None
+    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.config.read_section`)."""
+    return read_section(cfg, key, cls)
 
 
 def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
