@@ -164,7 +164,7 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
             for num_stages in stage_counts:
                 start(num_stages)
             for group in env_groups.values():
-                group.call_all("env_spec")
+                group.get_attr(0, "tasks")  # every worker answers once its envs exist
         for num_stages in stage_counts:
             group = env_groups.get(num_stages) or start(num_stages)
             per_stage_count[str(num_stages)] = measure_stage_count(setup, group, rollout_worker, repeats, min_seconds)
