@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from vla_rl.fields import read_dataclass
+
 
 @dataclass
 class VisionConfig:
@@ -157,32 +159,9 @@ class PolicyConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
-        return _from_dict(cls, data, "policy")
-
-
-def _from_dict(cls: type, data: dict[str, Any], where: str) -> Any:
-    if not isinstance(data, dict):
-        raise ValueError(f"config {where!r} must be a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown config keys {unknown} in {where!r}; known keys: {sorted(fields)}")
-    values = {}
-    for name, value in data.items():
-        sub_cls = _NESTED.get((cls, name))
-        values[name] = _from_dict(sub_cls, value, f"{where}.{name}") if sub_cls else value
-    return cls(**values)
-
-
-_NESTED: dict[tuple[type, str], type] = {
-    (PolicyConfig, "vision"): VisionConfig,
-    (PolicyConfig, "language"): LanguageConfig,
-    (PolicyConfig, "state"): StateConfig,
-    (PolicyConfig, "head"): HeadConfig,
-    (PolicyConfig, "value"): ValueConfig,
-    (PolicyConfig, "normalization"): NormalizationConfig,
-    (PolicyConfig, "rl_vision"): RLVisionConfig,
-}
+        """Read ``data`` (``config.json``'s policy, the ``policy`` config section) with the project's one
+        config reader: nested sections become their dataclasses; an unknown key is a ValueError naming it."""
+        return read_dataclass(cls, data, "policy")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from vla_rl.plotting import plot_run
+from vla_rl.logging.plotting import plot_run
 
 
 def table(run_dir: Path) -> str:

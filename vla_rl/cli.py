@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from vla_rl.runtime_env import apply_runtime_defaults
+    from vla_rl.runtime.process_env import apply_runtime_defaults
 
     apply_runtime_defaults()
     from vla_rl.config import searching_config_dirs

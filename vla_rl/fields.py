@@ -1,8 +1,11 @@
-"""Type and range checks for the fields of config dataclasses.
+"""The one reader of config sections, and type and range checks for the fields of config dataclasses.
 
-A config dataclass checks its own values in ``__post_init__``: ``check_types(self)`` against its
-annotations, then ranges with :func:`require`. A failure is a :class:`FieldError` naming the field,
-its value and what is allowed; the config layer prefixes the section (``algo.update.clip_low``).
+:func:`read_dataclass` turns a mapping (a yaml section) into a config dataclass, nested dataclass fields
+included, and rejects unknown keys. A config dataclass checks its own values in ``__post_init__``:
+``check_types(self)`` against its annotations, then ranges with :func:`require`. A failure is a
+:class:`FieldError` naming the field, its value and what is allowed; :func:`read_dataclass` gives it the
+full dotted key (``algo.update.clip_low``). This module imports nothing of the project, so the policies'
+own config (``policies/config.py``) reads its sections with it too.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -24,6 +28,41 @@ class FieldError(ValueError):
     def under(self, section: str) -> str:
         """The one-line message with the full key, e.g. ``'algo.update.clip_low'=-0.1: must be > 0``."""
         return f"'{section}.{self.field}'={self.value!r}: {self.allowed}"
+
+    def message(self) -> str:
+        """The one-line message when ``field`` is the full key (as :func:`read_dataclass` raises it)."""
+        return f"'{self.field}'={self.value!r}: {self.allowed}"
+
+
+def read_dataclass(cls: type, values: Any, where: str) -> Any:
+    """``values`` (a mapping, e.g. a yaml section) as a ``cls`` instance; fields it lacks keep their defaults.
+
+    A field annotated with a dataclass is read the same way from its sub-mapping; a list becomes a tuple
+    where the field is annotated ``tuple``.
+
+    Raises:
+        FieldError: with the full dotted key ``where.field...``: an unknown key (listing the allowed ones),
+            a value that is not a mapping where a section is expected, or the first wrong value.
+    """
+    if not isinstance(values, Mapping):
+        raise FieldError(where, values, "must be a mapping of keys to values")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    for key in values:
+        if key not in names:
+            raise FieldError(f"{where}.{key}", values[key], f"unknown key; allowed: {', '.join(names)}")
+    arguments = {}
+    for key, value in values.items():
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            value = read_dataclass(hint, value, f"{where}.{key}")
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        arguments[key] = value
+    try:
+        return cls(**arguments)
+    except FieldError as error:
+        raise FieldError(f"{where}.{error.field}", error.value, error.allowed) from None
 
 
 def _matches(value: Any, annotation: Any) -> bool:

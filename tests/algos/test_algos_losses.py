@@ -67,7 +67,7 @@ def test_symmetric_clip_when_clip_high_is_none():
     advantage, ratio = torch.tensor([1.0]), torch.tensor([1.25])
     log_prob = ratio.log()
     loss = ppo_clip_loss(
-        log_prob, torch.zeros(1), advantage, torch.ones(1), PolicyLossConfig(clip_low=0.2)
+        log_prob, torch.zeros(1), advantage, torch.ones(1), PolicyLossConfig(clip_low=0.2, clip_high=None)
     ).loss
     assert loss.item() == pytest.approx(-1.2)
 

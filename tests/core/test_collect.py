@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from vla_rl.cli import main
-from vla_rl.collect import collect_demonstrations
-from vla_rl.data.demos import ChunkDataset, EpisodeStore, load_demonstrations
-from vla_rl.data.statistics import load_statistics
+from vla_rl.stages.collect import collect_demonstrations
+from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore, load_demonstrations
+from vla_rl.stages.sft.statistics import load_statistics
 
 KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
 

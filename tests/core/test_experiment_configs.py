@@ -7,8 +7,9 @@ import pytest
 
 from envs.registry import resolve
 from vla_rl.config import config_dir, env_kwargs, load_config, resolve_tasks, validate_config
-from vla_rl.experiment import env_io_spec, rollout_window, with_rollout_window
-from vla_rl.trainer_config import TrainerConfig, section
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.config import TrainerConfig, section
+from vla_rl.stages.rl.experiment import rollout_window, with_rollout_window
 
 EXPERIMENTS = sorted(path.stem for path in (config_dir() / "experiment").glob("*.yaml") if path.stem != "base")
 #: Experiments named for one env may pin its settings; every other one must run on any env.

@@ -10,7 +10,7 @@ import yaml
 
 from vla_rl.cli import main
 from vla_rl.config import ConfigError, load_config
-from vla_rl.experiment import check_loaded_policy
+from vla_rl.stages.rl.experiment import check_loaded_policy
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from envs.builtin.tabletop import make_tabletop_env
 from envs.builtin.tasks.base import MIN_SPACING
 from envs.builtin.tasks.fixed_scenes import EE_HOME
 from envs.experts import get_expert
-from vla_rl.collect import run_expert_episode
+from vla_rl.stages.collect import run_expert_episode
 
 JITTER = 0.03
 

@@ -12,7 +12,7 @@ import pytest
 import torchvision  # noqa: F401
 
 from vla_rl.cli import main
-from vla_rl.evaluation import PolicyLoadError, load_policy_for_eval, resolve_policy_folder
+from vla_rl.stages.evaluation import PolicyLoadError, load_policy_for_eval, resolve_policy_folder
 
 
 def test_eval_command_with_expert_logs_video_and_table_to_wandb(tmp_path, capsys):
@@ -98,14 +98,14 @@ def test_plot_command_on_a_train_run_folder_draws_its_rl_metrics(tmp_path, capsy
 
 
 def test_ray_workers_give_the_same_episodes_as_one_process(tmp_path):
-    from vla_rl.evaluation import (
+    from vla_rl.runtime.ray_cluster import init_ray, shutdown_ray
+    from vla_rl.stages.evaluation import (
         EvalSettings,
         ExpertActionSource,
         VideoSettings,
         evaluate_and_report,
         make_eval_envs,
     )
-    from vla_rl.runtime.ray_cluster import init_ray, shutdown_ray
 
     settings = EvalSettings(episodes_per_task=4, seed=1, video=VideoSettings(episodes_per_task=1, grid_envs=2))
     kwargs = {"image_size": 32, "cameras": ["front"]}

@@ -10,8 +10,8 @@ import pytest
 
 from vla_rl.logging import make_trackers, read_rollout_dump, write_rollout_dump
 from vla_rl.logging.jsonl import read_metrics
+from vla_rl.logging.plotting import plot_run
 from vla_rl.logging.video import VideoWriter, draw_overlay, pad_to_macro_block, tile_frames
-from vla_rl.plotting import plot_run
 
 
 def make_records(count: int, height: int, width: int, success_at: int | None = None) -> list[dict]:

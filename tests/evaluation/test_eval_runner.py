@@ -10,7 +10,7 @@ import pytest
 
 from envs.experts import get_expert
 from envs.registry import make
-from vla_rl.evaluation import (
+from vla_rl.stages.evaluation import (
     EvalInfoError,
     EvalSettings,
     ExpertActionSource,

@@ -100,3 +100,19 @@ def test_tabletop_renders_only_where_a_chunk_ends_and_observes_exactly_what_a_fu
     assert envs.envs[0].unwrapped.skip_images is False
     envs.close()
     reference.close()
+
+
+def test_the_vectorised_env_interface_step_async_wait_env_method_and_get_attr():
+    stepped, split = make_envs(3, auto_reset=True), make_envs(3, auto_reset=True)
+    stepped.reset(), split.reset()
+    chunks = np.random.default_rng(0).uniform(-0.1, 0.1, (3, 2, 2)).astype(np.float32)
+    split.step_async(chunks)
+    np.testing.assert_array_equal(split.step_wait().observation["state"], stepped.step(chunks).observation["state"])
+    with pytest.raises(RuntimeError, match="without step_async"):
+        split.step_wait()
+    split.env_method("deactivate_envs", indices=[0, 2])
+    assert split.active.tolist() == [False, True, False]
+    assert split.env_method("env_spec") is split.envs[0].unwrapped.env_spec
+    assert split.get_attr("tasks") == list(split.tasks) and len(split.get_attr("init_states")) == 3
+    with pytest.raises(AttributeError, match="env method 'close'; allowed: deactivate_envs"):
+        split.env_method("close")

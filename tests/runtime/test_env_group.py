@@ -46,6 +46,20 @@ def test_group_matches_the_same_envs_stepped_in_process(ray_session):
         group.close()
 
 
+def test_env_method_reaches_each_workers_envs_by_stage_index_and_merges_in_env_order(ray_session):
+    group = EnvWorkerGroup(config(), num_workers=2, num_cpus_per_worker=0.5)
+    try:
+        group.reset(stage=0)
+        # Stage 0 holds worker 0's global envs 0, 1 and worker 1's 4, 5: tasks alternate from env 0 and env 4.
+        assert group.get_attr(0, "tasks") == ["reach_red", "reach_blue"] * 2
+        group.env_method(0, "deactivate_envs", indices=[1, 2])  # worker 0's second env, worker 1's first
+        result = group.step(0, np.zeros((4, 2, 2), np.float32))
+        assert result.steps_executed.tolist() == [2, 0, 0, 2]
+        assert group.env_method(0, "pop_video_records") == {}
+    finally:
+        group.close()
+
+
 def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
     group = EnvWorkerGroup(config(num_stages=2), num_workers=2, num_cpus_per_worker=0.5)
     try:

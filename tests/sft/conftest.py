@@ -7,7 +7,7 @@ import pytest
 # Importing torchvision (through timm) after MuJoCo rendered through EGL in this process segfaults on
 # this platform: the policy modules are imported before the dataset fixture renders.
 import policies.vla  # noqa: F401
-from vla_rl.collect import collect_demonstrations
+from vla_rl.stages.collect import collect_demonstrations
 
 TASKS = ["reach", "lift"]
 ENV_KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from conftest import ENV_KWARGS
 from test_sft_training import policy_config
 
-import vla_rl.sft as sft_module
-from vla_rl.sft import SFTConfig, run_sft
-from vla_rl.sft_data import augment_batch, random_shift_images
+import vla_rl.stages.sft.training as sft_module
+from vla_rl.stages.sft.batches import augment_batch, random_shift_images
+from vla_rl.stages.sft.training import SFTConfig, run_sft
 
 
 def _random_images(batch: int, height: int = 12, width: int = 10, seed: int = 0) -> torch.Tensor:
@@ -62,9 +62,9 @@ def test_augment_batch_shifts_each_camera_on_its_own_and_leaves_the_rest():
 
 
 def test_config_checks_augment_and_patience():
-    with pytest.raises(ValueError, match="augment_shift_pixels must be an integer >= 0, got -1"):
+    with pytest.raises(ValueError, match="augment_shift_pixels=-1: must be >= 0"):
         SFTConfig(augment_shift_pixels=-1)
-    with pytest.raises(ValueError, match=r"early_stopping_patience must be a positive integer or null .* got 0"):
+    with pytest.raises(ValueError, match="early_stopping_patience=0: must be >= 1"):
         SFTConfig(early_stopping_patience=0)
 
 

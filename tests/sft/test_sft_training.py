@@ -11,12 +11,15 @@ from conftest import ENV_KWARGS
 from omegaconf import OmegaConf
 
 from envs.registry import make
+from policies.config import PolicyIOSpec
 from policies.vla import VLAPolicy
 from vla_rl.config import load_config
-from vla_rl.data.demos import ChunkDataset, load_demonstrations, write_dataset
-from vla_rl.data.statistics import load_statistics
-from vla_rl.sft import SFTConfig, build_policy_from_config, env_io_spec, run_sft
-from vla_rl.sft_data import DatasetError, MissingDatasetError, collate_chunks
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.sft.batches import DatasetError, MissingDatasetError, collate_chunks
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations, write_dataset
+from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.training import SFTConfig, run_sft
+from vla_rl.workers.policy_factory import PolicySpec
 
 CAMERAS = ["front", "wrist"]
 SEED = 5
@@ -57,7 +60,9 @@ def test_sft_lowers_the_loss_and_exports_a_policy_that_acts(head, tiny_dataset, 
 
     # Against an untrained policy with the same statistics, on the whole training set with the same noise.
     stats = load_statistics(tiny_dataset / "stats.json")
-    untrained = build_policy_from_config(policy_config(head), env_io_spec("tabletop", ENV_KWARGS), stats)
+    config = {k: v for k, v in policy_config(head).items() if k != "factory"}
+    io_spec = PolicyIOSpec.from_spec(env_io_spec("tabletop", None, dict(ENV_KWARGS))).to_dict()
+    untrained = PolicySpec(config, io_spec, {k: stats[k] for k in ("action", "state")}).build()
     trained = VLAPolicy.from_pretrained(result.last_dir)
     before, after = mean_loss(untrained, train_set, seed=0), mean_loss(trained, train_set, seed=0)
     assert after < before - 0.2 * abs(before), (before, after)

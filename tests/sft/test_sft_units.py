@@ -7,25 +7,38 @@ import math
 import pytest
 import torch
 
+from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.cli import main
-from vla_rl.data.demos import ChunkDataset, load_demonstrations
-from vla_rl.sft import SFTConfig, total_training_steps, warmup_cosine_factor
-from vla_rl.sft_data import collate_chunks, ordered_batches, shuffled_batches
+from vla_rl.stages.sft.batches import collate_chunks, ordered_batches, shuffled_batches
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.training import SFTConfig, total_training_steps
+from vla_rl.workers.actor_worker import OptimConfig
 
 
 def test_warmup_then_cosine_matches_the_closed_form():
+    """SFT's schedule: the cosine decays over ``total - warmup - 1`` steps, so the last step is at the floor."""
     warmup, total, floor = 10, 110, 0.1
-    assert [warmup_cosine_factor(s, warmup, total, floor) for s in range(warmup)] == pytest.approx(
+    decay = total - warmup - 1
+    assert [warmup_cosine_factor(s, warmup, decay, floor) for s in range(warmup)] == pytest.approx(
         [(s + 1) / warmup for s in range(warmup)]
     )
     # After warmup, p runs from 0 (step 10) to 1 (step 109, the last step) over 99 intervals.
     for step in (10, 30, 59, 100, 109):
         p = (step - warmup) / (total - warmup - 1)
         expected = floor + (1 - floor) * (1 + math.cos(math.pi * p)) / 2
-        assert warmup_cosine_factor(step, warmup, total, floor) == pytest.approx(expected)
-    assert warmup_cosine_factor(10, warmup, total, floor) == pytest.approx(1.0)
-    assert warmup_cosine_factor(109, warmup, total, floor) == pytest.approx(floor)
+        assert warmup_cosine_factor(step, warmup, decay, floor) == pytest.approx(expected)
+    assert warmup_cosine_factor(10, warmup, decay, floor) == pytest.approx(1.0)
+    assert warmup_cosine_factor(109, warmup, decay, floor) == pytest.approx(floor)
     assert warmup_cosine_factor(0, 0, 1, floor) == pytest.approx(1.0)
+
+
+def test_rl_optimiser_schedule_is_the_same_warmup_cosine_over_total_minus_warmup_steps():
+    optim = OptimConfig(warmup_steps=2, schedule="cosine", total_steps=12, min_lr_ratio=0.1)
+    assert [optim.lr_factor(s) for s in (0, 1)] == pytest.approx([0.5, 1.0])
+    for step in (2, 5, 12, 20):
+        p = min(1.0, (step - 2) / 10)
+        assert optim.lr_factor(step) == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * p)) / 2)
+    assert OptimConfig(schedule="constant", total_steps=12).lr_factor(7) == 1.0
 
 
 def test_step_budget_is_the_smaller_of_max_steps_and_epochs():
@@ -78,11 +91,13 @@ def test_collate_builds_the_policy_batch(tiny_dataset):
 
 
 def test_config_errors_name_the_key(capsys):
-    with pytest.raises(ValueError, match=r"unknown sft keys \['batchsize'\]; known keys: batch_size"):
+    with pytest.raises(ValueError, match=r"sft\.batchsize=3: unknown key; allowed: batch_size, max_steps"):
         SFTConfig.from_dict({"batchsize": 3})
-    with pytest.raises(ValueError, match="min_learning_rate_ratio must lie in"):
+    with pytest.raises(ValueError, match=r"min_learning_rate_ratio=1\.5: must be >= 0 and <= 1"):
         SFTConfig(min_learning_rate_ratio=1.5)
+    with pytest.raises(ValueError, match=r"sft\.epochs=0: must be > 0"):
+        SFTConfig.from_dict({"epochs": 0})
     assert main(["sft", "sft.batch_size=0"]) == 2
-    assert "section 'sft': batch_size must be a positive integer, got 0" in capsys.readouterr().err
+    assert "config error: 'sft.batch_size'=0: must be >= 1" in capsys.readouterr().err
     assert main(["sft", "sft.learnin_rate=0.1"]) == 2
     assert "sft.learnin_rate" in capsys.readouterr().err

@@ -24,7 +24,8 @@ from omegaconf import OmegaConf
 from envs.registry import resolve
 from vla_rl.cli import main
 from vla_rl.config import REPO_ROOT, env_kwargs, load_config, resolve_tasks
-from vla_rl.experiment import env_io_spec, policy_spec_from_config
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.experiment import policy_spec_from_config
 
 
 def distinct_experiments() -> list[str]:

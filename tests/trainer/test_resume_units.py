@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vla_rl import pipeline
 from vla_rl.config import load_config
 from vla_rl.runtime import checkpoint
-from vla_rl.trainer import Trainer, TrainerState
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig
+from vla_rl.stages import pipeline
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
+from vla_rl.stages.rl.trainer import Trainer, TrainerState
 
 
 def test_a_resumed_pipeline_skips_completed_collect_and_sft_and_reruns_rl_and_eval(tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ from tiny_training import TINY_TRAINING as TINY
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
-from vla_rl.experiment import env_io_spec, policy_spec_from_config, rl_run
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.experiment import policy_spec_from_config, rl_run
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 CACHED_EMBEDDING = ["policy.value.detach_input=true"]  # with a frozen-flow head, nothing in RL moves the encoders

@@ -8,9 +8,10 @@ import torch
 from tiny_training import TINY_TRAINING
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
+from vla_rl.algos.algorithms import GROUPED_EPISODES
 from vla_rl.cli import main
 from vla_rl.config import load_config
-from vla_rl.experiment import rl_run
+from vla_rl.stages.rl.experiment import rl_run
 
 GRPO = [*TINY_TRAINING, "algo=grpo", "algo.group_size=2", "algo.filter_groups=false", "trainer.rollout_steps=2"]
 
@@ -18,7 +19,7 @@ GRPO = [*TINY_TRAINING, "algo=grpo", "algo.group_size=2", "algo.filter_groups=fa
 def test_grpo_groups_share_initial_states_and_training_runs(ray_session, tmp_path):
     cfg = load_config([*GRPO, f"run_dir={tmp_path / 'a'}"])
     with rl_run(cfg, tmp_path / "a") as trainer:
-        rollout = trainer.collector.collect(2, seed=0, iteration=0, mode="episodes", group_size=2)
+        rollout = trainer.collector.collect(2, seed=0, iteration=0, collection=GROUPED_EPISODES, group_size=2)
     batch = rollout.batch
     first_state = batch["observation", "state"][:, 0]
     first_image = batch["observation", "images", "front"][:, 0]

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from vla_rl.rollout import Rollout
 from vla_rl.runtime.profiling import PhaseTimer
-from vla_rl.trainer import Trainer
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
+from vla_rl.stages.rl.rollout import Rollout
+from vla_rl.stages.rl.trainer import Trainer
 
 
 def test_success_rate_is_logged_overall_and_per_task(tmp_path):

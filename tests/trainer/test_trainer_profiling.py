@@ -8,7 +8,7 @@ from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.config import load_config
-from vla_rl.experiment import rl_run
+from vla_rl.stages.rl.experiment import rl_run
 
 PHASES = ["advantages", "rollout", "sync_weights", "update"]  # the fit loop's phases without eval/checkpoint
 

@@ -13,7 +13,7 @@ import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from policies.hub import load_pretrained
 from vla_rl.cli import main
 from vla_rl.config import load_config
-from vla_rl.experiment import rl_run
+from vla_rl.stages.rl.experiment import rl_run
 
 VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
 

@@ -10,8 +10,9 @@ from tiny_training import TINY_TRAINING as TINY
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import make
 from vla_rl.config import load_config
-from vla_rl.experiment import env_io_spec, policy_spec_from_config
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig, section
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
+from vla_rl.stages.rl.experiment import policy_spec_from_config
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 
@@ -51,7 +52,7 @@ def test_two_ranks_update_like_one_rank(ray_session):
     batch, instructions = rollout_like_batch(spec, 11)  # 11 steps: mini-batches of 6 and 5, padded for 2 ranks
     weights = {}
     for world_size in (1, 2):
-        group = ActorGroup(world_size, spec, algo.optim_config(), algo.update_config(), trainer.sharding_config())
+        group = ActorGroup(world_size, spec, algo.optim, algo.update, trainer.sharding)
         try:
             metrics = group.update(batch, instructions, seed=3)
             weights[world_size] = group.full_weights()
@@ -76,8 +77,8 @@ def test_critic_warmup_leaves_the_action_head_alone():
     for train_policy in (False, True):
         model = spec.build()
         before = {k: v.clone() for k, v in model.state_dict().items()}
-        context = UpdateContext(model, build_optimizer(model, algo.optim_config()), None, train_policy=train_policy)
-        ppo_update(context, algo.update_config(), batch, instructions, seed=0)
+        context = UpdateContext(model, build_optimizer(model, algo.optim), None, train_policy=train_policy)
+        ppo_update(context, algo.update, batch, instructions, seed=0)
         after = model.state_dict()
         head_moved = any(not torch.equal(before[k], after[k]) for k in before if k.startswith("head."))
         critic_moved = any(not torch.equal(before[k], after[k]) for k in before if k.startswith("value_head."))

@@ -18,8 +18,8 @@ from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.config import load_config
-from vla_rl.experiment import rl_run
 from vla_rl.runtime.distributed import free_port
+from vla_rl.stages.rl.experiment import rl_run
 
 RAY = str(Path(sys.executable).with_name("ray"))
 

@@ -1,6 +1,6 @@
 """The rollout batch, and how the update cuts it into mini-batches, rank shards and micro-batches.
 
-:meth:`vla_rl.rollout.RolloutCollector.collect` returns one ``tensordict.TensorDict`` with batch dims
+:meth:`vla_rl.stages.rl.rollout.RolloutCollector.collect` returns one ``tensordict.TensorDict`` with batch dims
 ``[N, T]`` (``N`` envs, rows ordered stage by stage; ``T`` steps). A step is one action chunk (the MDP
 step): ``H`` actions of ``A`` dims. Every entry starts with ``(N, T)``:
 

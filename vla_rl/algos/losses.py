@@ -26,8 +26,8 @@ class PolicyLossConfig:
     """Hyper-parameters of the policy losses.
 
     - ``clip_low`` (0.2): the ratio is clipped below at ``1 - clip_low``.
-    - ``clip_high`` (None = same as ``clip_low``): clipped above at ``1 + clip_high``; a larger value
-      than ``clip_low`` is DAPO's clip-higher (Yu et al., 2025, e.g. 0.28), which keeps exploration.
+    - ``clip_high`` (0.28; None = same as ``clip_low``): clipped above at ``1 + clip_high``; a larger value
+      than ``clip_low`` is DAPO's clip-higher (Yu et al., 2025), which keeps exploration.
     - ``dual_clip_c`` (3.0; None disables): dual-clip PPO (Ye et al., 2020): for negative advantages
       the loss is capped at ``-c * A``, so a huge ratio cannot blow the update up. Must be > 1.
     - ``log_ratio_clamp`` (20.0): ``log_prob - old_log_prob`` is clamped to ``[-x, x]`` before ``exp``
@@ -37,7 +37,7 @@ class PolicyLossConfig:
     """
 
     clip_low: float = 0.2
-    clip_high: float | None = None
+    clip_high: float | None = 0.28
     dual_clip_c: float | None = 3.0
     log_ratio_clamp: float = 20.0
     aggregation: str = "token-mean"

@@ -6,13 +6,13 @@ is built from the run's config and measured two ways, in alternating rounds:
 - raw: reset every env as a rollout does, then step ``trainer.rollout_steps`` chunks of uniform
   random actions (within the action bounds) through every stage, all stages submitted at once
   so the env workers never wait: the most env steps per second these workers can give;
-- rollout: :meth:`vla_rl.rollout.RolloutCollector.collect` with the policy of a rollout worker
+- rollout: :meth:`vla_rl.stages.rl.rollout.RolloutCollector.collect` with the policy of a rollout worker
   (inference, pipelining, observation transfer, batch assembly and bootstrap values included).
 
 ``ratio`` = rollout / raw env steps per second, per round; near 1 means the policy and the driver hide
 behind simulation. Each figure runs for at least ``MIN_SECONDS_PER_FIGURE``; the JSON gives the median
 and range over ``repeats`` rounds, and a profile of one more rollout (each process's busy share of its
-wall time, where the driver waited; :meth:`vla_rl.rollout.RolloutCollector.collect_profiled`).
+wall time, where the driver waited; :meth:`vla_rl.stages.rl.rollout.RolloutCollector.collect_profiled`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import ray
 from omegaconf import DictConfig
 
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
-from vla_rl.rollout import RolloutCollector, derived_seed
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.rl.rollout import RolloutCollector, derived_seed
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.rollout_worker import RolloutWorker
 
@@ -50,7 +50,7 @@ def random_action_steps(
         chunks = [rng.uniform(low, high, (size, chunk_size, low.shape[0])).astype(np.float32)
                   for _ in range(env_group.num_stages)]  # fmt: skip
         pending = [env_group.step_async(stage, chunk) for stage, chunk in enumerate(chunks)]
-        executed += sum(int(env_group.wait(p).steps_executed.sum()) for p in pending)
+        executed += sum(int(env_group.step_wait(p).steps_executed.sum()) for p in pending)
     return executed
 
 
@@ -107,13 +107,13 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
     collector = RolloutCollector(env_group, rollout_worker, setup.tasks)
     low = np.asarray(setup.io_spec["action_low"], np.float32)
     high = np.asarray(setup.io_spec["action_high"], np.float32)
-    num_steps, mode, group_size = setup.trainer.rollout_steps, setup.algo.rollout_mode, setup.algo.group_size
+    num_steps, collection, group_size = setup.trainer.rollout_steps, setup.algo.collection, setup.algo.group_size
 
     def raw(round_index: int) -> int:
         return random_action_steps(env_group, num_steps, setup.chunk_size, low, high, setup.seed, round_index)
 
     def rollout(round_index: int) -> int:
-        return collector.collect(num_steps, setup.seed, round_index, mode, group_size).env_steps
+        return collector.collect(num_steps, setup.seed, round_index, collection, group_size).env_steps
 
     raw(-1), rollout(-1)  # warm-up: first renders, first forward passes
     raw_rates, rollout_rates, ratios = [], [], []
@@ -123,7 +123,7 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
         raw_rates.append(raw_steps / raw_s)
         rollout_rates.append(rollout_steps / rollout_s)
         ratios.append(rollout_rates[-1] / raw_rates[-1])
-    _, profile = collector.collect_profiled(num_steps, setup.seed, -2, mode, group_size)
+    _, profile = collector.collect_profiled(num_steps, setup.seed, -2, collection, group_size)
     return {
         "envs_per_stage": env_group.envs_per_stage,
         "raw_env_steps_per_s": spread(raw_rates),
@@ -164,7 +164,7 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
             for num_stages in stage_counts:
                 start(num_stages)
             for group in env_groups.values():
-                group.call_all("env_spec")
+                group.get_attr(0, "tasks")  # every worker answers once its envs exist
         for num_stages in stage_counts:
             group = env_groups.get(num_stages) or start(num_stages)
             per_stage_count[str(num_stages)] = measure_stage_count(setup, group, rollout_worker, repeats, min_seconds)

@@ -13,8 +13,9 @@ from omegaconf import DictConfig
 import policies  # noqa: F401
 from envs.registry import resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.experiment import env_io_spec, policy_spec_from_config, with_rollout_window
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig, section
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
+from vla_rl.stages.rl.experiment import policy_spec_from_config, with_rollout_window
 from vla_rl.workers.env_worker import EnvWorkerConfig
 from vla_rl.workers.policy_factory import PolicySpec
 
@@ -52,7 +53,7 @@ class BenchSetup:
         config = EnvWorkerConfig(
             env_id=self.env_name, env_kwargs=self.env_kwargs, tasks=self.tasks,
             envs_per_stage=self.trainer.envs_per_stage, num_stages=self.trainer.num_stages,
-            base_seed=self.seed, auto_reset=self.algo.rollout_mode == "continuing",
+            base_seed=self.seed, auto_reset=self.algo.collection.auto_reset,
         )  # fmt: skip
         return replace(config, envs_per_stage=envs_per_worker // stages, num_stages=stages)
 

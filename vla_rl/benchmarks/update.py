@@ -19,8 +19,8 @@ from tensordict import TensorDict
 
 from envs.registry import make
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
-from vla_rl.rollout import NOT_EXTRAS
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.rl.rollout import NOT_EXTRAS
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 
@@ -77,7 +77,7 @@ def start_actor_group(setup: BenchSetup, world_size: int) -> ActorGroup:
     trainer, algo = setup.trainer, setup.algo
     device = None if trainer.device == "auto" else trainer.device
     return ActorGroup(
-        world_size, setup.policy_spec, algo.optim_config(), algo.update_config(), trainer.sharding_config(),
+        world_size, setup.policy_spec, algo.optim, algo.update, trainer.sharding,
         trainer.actor_cpus, trainer.actor_gpus, device, trainer.torch_threads,
     )  # fmt: skip
 
@@ -103,7 +103,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
     trainer = setup.trainer
     init_ray(trainer.ray_num_cpus or None, trainer.ray_address)
     start_together = fits_at_once(sum(n * trainer.actor_cpus for n in world_sizes))
-    update = setup.algo.update_config()
+    update = setup.algo.update
     groups: dict[int, ActorGroup] = {}
     shut_down: set[int] = set()
     per_world_size = {}

@@ -9,8 +9,8 @@ from vla_rl.commands.common import add_config_arguments
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from envs.registry import resolve
-    from vla_rl.collect import collect_demonstrations
     from vla_rl.config import env_kwargs, load_config, resolve_tasks
+    from vla_rl.stages.collect import collect_demonstrations
 
     cfg = load_config(args.overrides)
     entry, _ = resolve(cfg.env.id)

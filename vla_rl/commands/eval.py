@@ -11,8 +11,8 @@ from vla_rl.commands.common import add_config_arguments
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from vla_rl.config import load_config
-    from vla_rl.evaluation import PolicyLoadError
-    from vla_rl.evaluation.from_config import evaluate_from_config
+    from vla_rl.stages.evaluation import PolicyLoadError
+    from vla_rl.stages.evaluation.from_config import evaluate_from_config
 
     cfg = load_config(args.overrides)
     try:

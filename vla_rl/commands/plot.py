@@ -7,7 +7,7 @@ import sys
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from vla_rl.plotting import plot_run
+    from vla_rl.logging.plotting import plot_run
 
     try:
         paths = plot_run(args.run_dir, args.output)

@@ -12,12 +12,13 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from vla_rl.config import env_kwargs, load_config
-    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig, run_sft
-    from vla_rl.sft_data import DatasetError
+    from vla_rl.stages.sft.batches import DatasetError
+    from vla_rl.stages.sft.config import read_sft_section
+    from vla_rl.stages.sft.training import run_sft
 
     cfg = load_config(args.overrides)
     section = cfg.sft
-    sft_config = SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+    sft_config = read_sft_section(section)
     try:
         result = run_sft(
             policy_config=OmegaConf.to_container(cfg.policy, resolve=True),

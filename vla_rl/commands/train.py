@@ -16,7 +16,7 @@ def train_overrides(overrides: list[str]) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from vla_rl.config import load_config, validate_train_config
-    from vla_rl.pipeline import run_experiment
+    from vla_rl.stages.pipeline import run_experiment
 
     cfg = load_config(train_overrides(list(args.overrides)))
     validate_train_config(cfg)

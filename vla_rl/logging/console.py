@@ -1,9 +1,11 @@
-"""The console tracker: a live table of the latest metrics and progress bars (rich).
+"""The console tracker: a progress bar per stage and a handful of key figures (rich).
 
-On a terminal the table and the bars redraw in place. Elsewhere (a log file, CI) each
-``log_scalars`` prints one line ``step N | key=value ...`` and bars print nothing, so logs stay
-readable. Progress bars: ``tracker.progress("iterations", total)`` returns a bar with
-``advance(n)``; the trainer uses one for iterations, episodes and collected steps.
+The key figures (:data:`KEY_FIGURES`: success, return, iteration time, evaluation success) are what a
+person watches; every metric goes to the other trackers (``metrics.jsonl`` always). On a terminal the
+figures and the bars (with elapsed time and ETA) redraw in place. Elsewhere (a log file, CI) each
+``log_scalars`` prints one line ``step N | success=... return=... iteration_s=... eta=...`` and bars print
+nothing, so logs stay readable. Progress bars: ``tracker.progress("rl", total)`` returns a bar with
+``advance(n)``; RL uses one for its iterations, evaluation one for its episodes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-NAMESPACES = ("train", "eval", "timing")
+#: The metrics the console shows (metric key -> label), in this order, when a step logs them.
+KEY_FIGURES = {
+    "train/success_rate": "success",
+    "train/episode_return": "return",
+    "eval/success_rate": "eval_success",
+    "timing/iteration_s": "iteration_s",
+}
 
 
 def format_value(value: float) -> str:
@@ -65,17 +73,24 @@ class ConsoleTracker:
         """A progress bar called ``name`` (iterations, episodes, steps...)."""
         return ProgressBar(self.progress_bars, self.progress_bars.add_task(name, total=total))
 
-    def table(self) -> Table:
-        """The latest value of every key, grouped by namespace (``train/``, ``eval/``, ``timing/``...)."""
-        table = Table(title=f"step {self.step}", show_header=True, header_style="bold")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        def order(key: str) -> tuple[int, str]:
-            prefix = key.split("/", 1)[0]
-            return (NAMESPACES.index(prefix) if prefix in NAMESPACES else len(NAMESPACES), key)
+    def key_figures(self) -> dict[str, str]:
+        """Label -> formatted latest value of the :data:`KEY_FIGURES` logged so far, and the first unfinished
+        bar's ETA (``eta``, e.g. ``3:12``) once it can tell."""
+        figures = {label: format_value(self.latest[key]) for key, label in KEY_FIGURES.items() if key in self.latest}
+        for task in self.progress_bars.tasks:
+            if not task.finished and task.time_remaining is not None:
+                minutes, seconds = divmod(int(task.time_remaining), 60)
+                figures["eta"] = f"{minutes}:{seconds:02d}"
+                break
+        return figures
 
-        for key in sorted(self.latest, key=order):
-            table.add_row(key, format_value(self.latest[key]))
+    def table(self) -> Table:
+        """The key figures of the latest step."""
+        table = Table(title=f"step {self.step}", show_header=True, header_style="bold")
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for label, value in self.key_figures().items():
+            table.add_row(label, value)
         return table
 
     def _render(self) -> Group:
@@ -87,7 +102,7 @@ class ConsoleTracker:
         if self._live is not None:
             self._live.update(self._render())
         else:
-            text = " ".join(f"{key}={format_value(float(value))}" for key, value in metrics.items())
+            text = " ".join(f"{label}={value}" for label, value in self.key_figures().items())
             self.console.print(f"step {step} | {text}", highlight=False, soft_wrap=True)
 
     def log_video(self, key: str, path: str | Path, step: int) -> None:

@@ -6,7 +6,7 @@ import os
 
 import ray
 
-from vla_rl.runtime_env import DEFAULTS
+from vla_rl.runtime.process_env import DEFAULTS
 
 # Variables every worker process must see (offline hubs, headless GL, malloc settings, import paths).
 FORWARDED_VARIABLES = (*DEFAULTS, "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "PYTHONPATH", "VLA_RL_DEVICE")
@@ -25,7 +25,7 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
     """
     if ray.is_initialized():
         return
-    from vla_rl.runtime_env import apply_runtime_defaults
+    from vla_rl.runtime.process_env import apply_runtime_defaults
 
     apply_runtime_defaults()
     env_vars = {key: os.environ[key] for key in FORWARDED_VARIABLES if key in os.environ}

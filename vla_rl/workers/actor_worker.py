@@ -9,13 +9,13 @@ parameters) gets its own parameter group and learning rate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tensordict import TensorDict
 
+from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.checkpoint import load_sharded, save_sharded
 from vla_rl.runtime.device import resolve_device
@@ -31,12 +31,12 @@ CRITIC_PREFIXES = ("value_head.",)
 class OptimConfig:
     """AdamW with a warmup + constant/cosine schedule, per optimizer step.
 
-    lr (3e-4 actor), critic_lr (1e-3), weight_decay (0.0), betas ((0.9, 0.999)),
+    lr (1e-4 actor), critic_lr (1e-3), weight_decay (0.0), betas ((0.9, 0.999)),
     warmup_steps (0), schedule ("constant" or "cosine"), total_steps (cosine length; 0 = constant),
     min_lr_ratio (0.1: cosine floor as a fraction of the peak).
     """
 
-    lr: float = 3e-4
+    lr: float = 1e-4
     critic_lr: float = 1e-3
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -65,8 +65,7 @@ class OptimConfig:
             return 1.0
         if self.schedule != "cosine":
             raise ValueError(f"optim.schedule={self.schedule!r}; allowed: constant, cosine")
-        progress = min(1.0, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps))
-        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+        return warmup_cosine_factor(step, self.warmup_steps, self.total_steps - self.warmup_steps, self.min_lr_ratio)
 
 
 def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
@@ -114,7 +113,7 @@ class ActorWorker:
         device: str | None = None,
         num_threads: int | None = None,
     ):
-        from vla_rl.runtime_env import apply_runtime_defaults
+        from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         if num_threads:

@@ -16,6 +16,7 @@ Episode seeds are deterministic: env ``i`` of a stage draws its k-th episode wit
 
 from __future__ import annotations
 
+import pkgutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,15 @@ import gymnasium as gym
 import numpy as np
 
 from vla_rl.runtime.profiling import PhaseTimer
+
+#: Import paths (``module:function``) of the env registry's ``make`` and of the scripted experts' lookup. The
+#: workers name them as data and import them where they run; they import no env package themselves.
+ENV_FACTORY = "envs.registry:make"
+EXPERT_FACTORY = "envs.experts:get_expert"
+#: What :meth:`ChunkedEnvs.env_method` and :meth:`ChunkedEnvs.get_attr` reach (what wrappers forward).
+ENV_METHODS = ("deactivate_envs", "env_spec", "use_experts", "expert_action_chunks", "enable_video", "disable_video",
+               "pop_video_records")  # fmt: skip
+ENV_ATTRIBUTES = ("init_states", "tasks")
 
 Observation = dict[str, Any]
 
@@ -62,13 +72,17 @@ class ChunkedEnvs:
 
     def __init__(
         self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True,
-        env_id: str | None = None,
+        env_id: str | None = None, expert_factory: str = EXPERT_FACTORY, expert_seed_offset: int = 0,
     ):  # fmt: skip
         """``env_id``: the registry name or factory import path the envs come from; scripted experts are found
-        through it (:meth:`use_experts`). None: the name in the envs' spec."""
+        through it (:meth:`use_experts`) by ``expert_factory`` (an import path). None: the name in the envs' spec.
+        ``expert_seed_offset``: added to the experts' seed (an env worker's first env in its group)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.env_id = env_id
+        self.expert_factory = expert_factory
+        self.expert_seed_offset = expert_seed_offset
+        self._pending_chunks: np.ndarray | None = None
         self.envs = [make_env(index) for index in range(num_envs)]
         self.base_seed = base_seed
         self.auto_reset = auto_reset
@@ -212,6 +226,36 @@ class ChunkedEnvs:
             finished_episodes=finished,
         )
 
+    # ------------------------------------------------------------------ the vectorised-env interface
+    def step_async(self, action_chunks: np.ndarray) -> None:
+        """Start stepping with ``action_chunks`` ``(N, H, A)``; :meth:`step_wait` finishes (here: steps)."""
+        self._pending_chunks = action_chunks
+
+    def step_wait(self) -> ChunkResult:
+        if self._pending_chunks is None:
+            raise RuntimeError("step_wait() without step_async()")
+        chunks, self._pending_chunks = self._pending_chunks, None
+        return self.step(chunks)
+
+    def env_method(self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any) -> Any:
+        """Call method ``name`` of these envs (one of :data:`ENV_METHODS`), with ``indices`` if given.
+
+        Wrappers (an env worker, a worker group, the evaluation's view of a group) forward this one call
+        instead of re-spelling every method. A result covers the envs in order (an array or list over envs,
+        or a dict keyed by env index), so a group concatenates its workers' results.
+        """
+        if name not in ENV_METHODS:
+            raise AttributeError(f"env method {name!r}; allowed: {', '.join(ENV_METHODS)}")
+        if indices is not None:
+            kwargs["indices"] = [int(i) for i in indices]
+        return getattr(self, name)(*args, **kwargs)
+
+    def get_attr(self, name: str) -> Any:
+        """Attribute ``name`` (one of :data:`ENV_ATTRIBUTES`), e.g. ``init_states``: a list over envs."""
+        if name not in ENV_ATTRIBUTES:
+            raise AttributeError(f"env attribute {name!r}; allowed: {', '.join(ENV_ATTRIBUTES)}")
+        return list(getattr(self, name))
+
     # ------------------------------------------------------------------ evaluation helpers
     def deactivate_envs(self, indices: Sequence[int]) -> None:
         """End the episodes of envs ``indices`` without reset: further chunks are ignored for them."""
@@ -223,7 +267,7 @@ class ChunkedEnvs:
 
     def use_experts(self, noise_std: float = 0.0, seed: int = 0) -> None:
         """Let :meth:`expert_action_chunks` drive the envs with their scripted experts (``envs.experts``)."""
-        self._expert_options = {"noise_std": float(noise_std), "seed": int(seed)}
+        self._expert_options = {"noise_std": float(noise_std), "seed": int(seed) + self.expert_seed_offset}
         self._experts = {}
         self._expert_serials[:] = -1
 
@@ -232,10 +276,9 @@ class ChunkedEnvs:
 
         Inactive envs get zeros (they are ignored by :meth:`step`).
         """
-        from envs.experts import get_expert
-
         if self._expert_options is None:
             raise RuntimeError("call use_experts() before expert_action_chunks()")
+        get_expert = pkgutil.resolve_name(self.expert_factory)
         action_dim = self.envs[0].action_space.shape[0]
         chunks = np.zeros((self.num_envs, 1, action_dim), np.float32)
         for index in np.flatnonzero(self.active):

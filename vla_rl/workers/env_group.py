@@ -113,11 +113,8 @@ class EnvWorkerGroup:
             self._fresh.pop((index, stage), None)
         return observation
 
-    def init_states(self, stage: int) -> list[Any]:
-        return [s for part in ray.get([w.init_states.remote(stage) for w in self.workers]) for s in part]
-
     def step_async(self, stage: int, action_chunks: np.ndarray) -> _PendingStep:
-        """Start stepping ``stage`` with ``action_chunks`` ``(stage_size, H, A)``; finish with :meth:`wait`."""
+        """Start stepping ``stage`` with ``action_chunks`` ``(stage_size, H, A)``; finish with :meth:`step_wait`."""
         if action_chunks.shape[0] != self.stage_size:
             raise ValueError(f"stage {stage} has {self.stage_size} envs, got {action_chunks.shape[0]} action chunks")
         size = self.envs_per_stage
@@ -127,7 +124,7 @@ class EnvWorkerGroup:
         ]
         return _PendingStep(stage, futures, action_chunks)
 
-    def wait(self, pending: _PendingStep) -> ChunkResult:
+    def step_wait(self, pending: _PendingStep) -> ChunkResult:
         parts = []
         for index, future in enumerate(pending.futures):
             if future is None:  # this worker was replaced while another stage stepped
@@ -143,7 +140,7 @@ class EnvWorkerGroup:
         return result
 
     def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
-        return self.wait(self.step_async(stage, action_chunks))
+        return self.step_wait(self.step_async(stage, action_chunks))
 
     def _slice_observation(self, stage: int, index: int) -> Observation:
         size = self.envs_per_stage
@@ -181,7 +178,9 @@ class EnvWorkerGroup:
         self.workers[index] = self._start(index)
         fresh = ray.get([self.workers[index].reset.remote(s) for s in range(self.num_stages)])
         if not self.base.auto_reset:
-            ray.get([self.workers[index].deactivate.remote(s) for s in range(self.num_stages)])
+            everyone = list(range(self.envs_per_stage))
+            ray.get([self.workers[index].env_method.remote(s, "deactivate_envs", indices=everyone)
+                     for s in range(self.num_stages)])  # fmt: skip
         for other in range(self.num_stages):
             if other != stage:
                 self._replaced.add((index, other))
@@ -197,37 +196,39 @@ class EnvWorkerGroup:
             parts[int(index) // size].append(int(index) % size)
         return parts
 
-    def deactivate_envs(self, stage: int, indices) -> None:
-        """End the episodes of stage env ``indices`` without reset (unused slots of an evaluation round)."""
-        parts = self._split_indices(indices)
-        ray.get([w.deactivate_envs.remote(stage, part) for w, part in zip(self.workers, parts, strict=True) if part])
-
     def env_spec(self, stage: int = 0) -> Any:
-        return ray.get(self.workers[0].env_spec.remote(stage))
+        return ray.get(self.workers[0].env_method.remote(stage, "env_spec"))
 
-    def use_experts(self, stage: int, noise_std: float = 0.0, seed: int = 0) -> None:
-        ray.get([w.use_experts.remote(stage, noise_std, seed) for w in self.workers])
+    def env_method(self, stage: int, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
+        """:meth:`ChunkedEnvs.env_method` on stage ``stage`` of every worker, merged in env order.
 
-    def expert_action_chunks(self, stage: int) -> np.ndarray:
-        """The scripted experts' actions ``(stage_size, 1, A)`` for the current observations."""
-        return np.concatenate(ray.get([w.expert_action_chunks.remote(stage) for w in self.workers]))
+        ``indices`` are stage env indices; each worker gets its own, local ones (possibly none). The workers'
+        results are merged as results over envs are: arrays and lists concatenated, dicts keyed by env index
+        re-keyed to stage env indices; None when the method returns nothing.
+        """
+        if indices is None:
+            futures = [w.env_method.remote(stage, name, *args, **kwargs) for w in self.workers]
+        else:
+            parts = self._split_indices(indices)
+            futures = [w.env_method.remote(stage, name, *args, indices=part, **kwargs)
+                       for w, part in zip(self.workers, parts, strict=True)]  # fmt: skip
+        return self._merge(ray.get(futures))
 
-    def enable_video(self, stage: int, indices, cameras, size) -> None:
-        parts = self._split_indices(indices)
-        ray.get([w.enable_video.remote(stage, part, list(cameras), tuple(size))
-                 for w, part in zip(self.workers, parts, strict=True)])  # fmt: skip
+    def get_attr(self, stage: int, name: str) -> list[Any]:
+        """:meth:`ChunkedEnvs.get_attr` of stage ``stage`` of every worker, concatenated in env order."""
+        return self._merge(ray.get([w.get_attr.remote(stage, name) for w in self.workers]))
 
-    def disable_video(self, stage: int) -> None:
-        ray.get([w.disable_video.remote(stage) for w in self.workers])
-
-    def pop_video_records(self, stage: int) -> dict[int, list[dict[str, Any]]]:
-        """Captured frames since the last call, keyed by stage env index."""
-        size = self.envs_per_stage
-        merged: dict[int, list[dict[str, Any]]] = {}
-        for offset, part in enumerate(ray.get([w.pop_video_records.remote(stage) for w in self.workers])):
-            for index, records in part.items():
-                merged[offset * size + index] = records
-        return merged
+    def _merge(self, parts: list[Any]) -> Any:
+        if all(part is None for part in parts):
+            return None
+        if isinstance(parts[0], np.ndarray):
+            return np.concatenate(parts)
+        if isinstance(parts[0], list):
+            return [item for part in parts for item in part]
+        if isinstance(parts[0], dict):
+            size = self.envs_per_stage
+            return {offset * size + int(key): value for offset, part in enumerate(parts) for key, value in part.items()}
+        raise TypeError(f"cannot merge per-worker results of type {type(parts[0]).__name__}")
 
     def call_all(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` on every worker; string arguments may use ``{index}`` (the worker's index)."""

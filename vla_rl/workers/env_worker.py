@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pkgutil
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from vla_rl.runtime.profiling import PhaseTimer
-from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+from vla_rl.workers.chunked_envs import ENV_FACTORY, EXPERT_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class EnvWorkerConfig:
 
     ``tasks`` are assigned round-robin over the worker's envs; env ``j`` of the whole group
     (``global_offset + j``) gets ``tasks[(global_offset + j) % len(tasks)]``.
+    ``env_factory`` and ``expert_factory`` are import paths (``module:function``) of ``make(name, **kwargs)``
+    and of ``get_expert(env, task, env_instance, **options)``: the worker imports no env package itself.
     """
 
     env_id: str
@@ -45,6 +48,8 @@ class EnvWorkerConfig:
     base_seed: int = 0
     auto_reset: bool = True
     global_offset: int = 0
+    env_factory: str = ENV_FACTORY
+    expert_factory: str = EXPERT_FACTORY
 
 
 def limit_software_render_threads() -> None:
@@ -62,12 +67,12 @@ class EnvWorker:
     """The process that simulates; wrapped by ``ray.remote`` in :class:`EnvWorkerGroup`."""
 
     def __init__(self, config: EnvWorkerConfig):
-        from envs.registry import make
-        from vla_rl.runtime_env import apply_runtime_defaults
+        from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         limit_software_render_threads()
         self.config = config
+        make = pkgutil.resolve_name(config.env_factory)
         self.stages: list[ChunkedEnvs] = []
         for stage in range(config.num_stages):
             first = config.global_offset + stage * config.envs_per_stage
@@ -78,7 +83,8 @@ class EnvWorker:
 
             self.stages.append(
                 ChunkedEnvs(make_env, config.envs_per_stage, config.base_seed + first * 100_003, config.auto_reset,
-                            env_id=config.env_id)
+                            env_id=config.env_id, expert_factory=config.expert_factory,
+                            expert_seed_offset=config.global_offset)
             )
         self._fail_after_steps: int | None = None
         self.busy = PhaseTimer()
@@ -105,34 +111,12 @@ class EnvWorker:
             table.update({f"stage{index}/{name}": value for name, value in stage.timer.pop().items()})
         return table
 
-    def deactivate(self, stage: int) -> None:
-        """End the episodes of ``stage`` without reset (one-episode-per-env mode after a replacement)."""
-        self.stages[stage].active[:] = False
+    def env_method(self, stage: int, name: str, *args: Any, indices: list[int] | None = None, **kwargs: Any) -> Any:
+        """:meth:`ChunkedEnvs.env_method` of stage ``stage`` (``indices`` local to this worker's stage)."""
+        return self.stages[stage].env_method(name, *args, indices=indices, **kwargs)
 
-    def init_states(self, stage: int) -> list[Any]:
-        return list(self.stages[stage].init_states)
-
-    # Evaluation helpers (see ChunkedEnvs): experts act and video frames are captured where the envs live.
-    def deactivate_envs(self, stage: int, indices: list[int]) -> None:
-        self.stages[stage].deactivate_envs(indices)
-
-    def env_spec(self, stage: int = 0) -> Any:
-        return self.stages[stage].env_spec()
-
-    def use_experts(self, stage: int, noise_std: float = 0.0, seed: int = 0) -> None:
-        self.stages[stage].use_experts(noise_std, seed + self.config.global_offset)
-
-    def expert_action_chunks(self, stage: int) -> np.ndarray:
-        return self.stages[stage].expert_action_chunks()
-
-    def enable_video(self, stage: int, indices: list[int], cameras: list[str], size: tuple[int, int]) -> None:
-        self.stages[stage].enable_video(indices, cameras, size)
-
-    def disable_video(self, stage: int) -> None:
-        self.stages[stage].disable_video()
-
-    def pop_video_records(self, stage: int) -> dict[int, list[dict[str, Any]]]:
-        return self.stages[stage].pop_video_records()
+    def get_attr(self, stage: int, name: str) -> Any:
+        return self.stages[stage].get_attr(name)
 
     def start_profile(self, path: str) -> None:
         from vla_rl.runtime.profiling import start_torch_profiler

@@ -1,19 +1,19 @@
 """Building a policy in any worker process from plain, picklable data.
 
-Workers never import a concrete policy class: they call the factory named by its import
-path (``policy_factory``, default ``policies.vla:build_policy``) with the policy config
-dict, the env's I/O spec (a dict) and the dataset statistics.
+Workers never import a concrete policy class (nor the policies package): they call the factory named by
+its import path (``factory``, default ``policies.vla:build_policy``, resolved with the standard
+``pkgutil.resolve_name``) with the policy config dict, the env's I/O spec (a dict) and the dataset
+statistics.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-
-from envs.registry import import_object
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 
@@ -35,7 +35,7 @@ class PolicySpec:
 
     def build(self, device: torch.device | str = "cpu") -> nn.Module:
         torch.manual_seed(self.seed)
-        policy = import_object(self.factory)(self.config, self.io_spec, self.stats)
+        policy = pkgutil.resolve_name(self.factory)(self.config, self.io_spec, self.stats)
         if self.initial_weights is not None:
             missing, unexpected = policy.load_state_dict(self.initial_weights, strict=False)
             if missing or unexpected:

@@ -49,15 +49,17 @@ TOKENS_PER_STEP_MODES = ("token-mean", "seq-mean-token-sum-norm")
 
 
 @dataclass(frozen=True)
-class UpdateConfig:
-    """Hyper-parameters of the update (defaults in parentheses).
+class UpdateConfig(PolicyLossConfig):
+    """Hyper-parameters of the update (the ``algo.update`` section; defaults in parentheses).
 
+    - The policy loss's own (:class:`vla_rl.algos.losses.PolicyLossConfig`, defined there once):
+      ``clip_low`` (0.2), ``clip_high`` (0.28), ``dual_clip_c`` (3.0), ``log_ratio_clamp`` (20),
+      ``aggregation`` ("token-mean"); the update passes itself to the loss.
     - ``epochs`` (4): passes over the batch.
     - ``num_minibatches`` (4): optimizer steps per epoch.
     - ``micro_batch_size`` (32): samples per forward/backward on one rank (gradient accumulation).
     - ``policy_loss`` ("ppo_clip"): a name from ``vla_rl.algos.POLICY_LOSSES``.
-    - ``clip_low`` (0.2), ``clip_high`` (None: = clip_low), ``dual_clip_c`` (3.0), ``log_ratio_clamp`` (20).
-    - ``aggregation`` ("token-mean"), ``log_prob_granularity`` ("action": one ratio per action of a chunk).
+    - ``log_prob_granularity`` ("action": one ratio per action of a chunk).
     - ``vf_coef`` (0.5; 0 for critic-free GRPO), ``value_clip`` (None), ``value_huber_delta`` (None).
     - ``entropy_coef`` (0.0; only heads with a closed-form entropy), ``kl_coef`` (0.0), ``kl_estimator`` ("k3").
     - ``max_grad_norm`` (1.0).
@@ -67,11 +69,6 @@ class UpdateConfig:
     num_minibatches: int = 4
     micro_batch_size: int = 32
     policy_loss: str = "ppo_clip"
-    clip_low: float = 0.2
-    clip_high: float | None = None
-    dual_clip_c: float | None = 3.0
-    log_ratio_clamp: float = 20.0
-    aggregation: str = "token-mean"
     log_prob_granularity: str = "action"
     vf_coef: float = 0.5
     value_clip: float | None = None
@@ -94,15 +91,6 @@ class UpdateConfig:
         require(self, "dual_clip_c", low=1, low_open=True)
         for name in ("vf_coef", "entropy_coef", "kl_coef"):
             require(self, name, low=0)
-
-    def policy_loss_config(self) -> PolicyLossConfig:
-        return PolicyLossConfig(
-            clip_low=self.clip_low,
-            clip_high=self.clip_high,
-            dual_clip_c=self.dual_clip_c,
-            log_ratio_clamp=self.log_ratio_clamp,
-            aggregation=self.aggregation,
-        )
 
 
 @dataclass
@@ -151,7 +139,7 @@ def micro_batch_loss(
     old_log_prob = reduce_log_prob(micro["old_log_prob"].float(), granularity)
     mask = micro["mask"]
     policy = get_policy_loss(config.policy_loss)(
-        log_prob, old_log_prob, micro["advantage"], mask, config.policy_loss_config(), normalizer
+        log_prob, old_log_prob, micro["advantage"], mask, config, normalizer
     )
     loss = policy.loss if context.train_policy else torch.zeros((), device=policy.loss.device)
     metrics = {f"policy/{k}": v for k, v in policy.metrics.items()}

@@ -30,7 +30,7 @@ class RolloutWorker:
     """The inference process; wrapped by ``ray.remote`` by the trainer."""
 
     def __init__(self, policy_spec: PolicySpec, device: str | None = None, num_threads: int | None = None):
-        from vla_rl.runtime_env import apply_runtime_defaults
+        from vla_rl.runtime.process_env import apply_runtime_defaults
 
         apply_runtime_defaults()
         if num_threads:

@@ -3,7 +3,7 @@
 - ``collect``: scripted demonstrations into ``collect.output``; episodes already there are kept and only
   the missing ones are collected.
 - ``sft``: behaviour cloning on them; the SFT policy becomes the RL start.
-- ``rl``: PPO/GRPO with the worker groups (:mod:`vla_rl.experiment`, :mod:`vla_rl.trainer`).
+- ``rl``: PPO/GRPO with the worker groups (:mod:`vla_rl.stages.rl.experiment`, :mod:`vla_rl.stages.rl.trainer`).
 - ``eval``: evaluation of the final policy with videos.
 
 Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/config.yaml``.
@@ -24,15 +24,15 @@ from omegaconf import DictConfig, OmegaConf
 # rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
 import policies  # noqa: F401
 from vla_rl.config import ConfigError
-from vla_rl.data.statistics import write_json_atomic
+from vla_rl.stages.sft.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
 
 def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     from envs.registry import resolve
-    from vla_rl.collect import collect_demonstrations
     from vla_rl.config import env_kwargs, resolve_tasks
+    from vla_rl.stages.collect import collect_demonstrations
 
     output = Path(cfg.collect.output)
     entry, _ = resolve(str(cfg.env.id))
@@ -48,10 +48,11 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
 
 def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.config import env_kwargs
-    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig, run_sft
+    from vla_rl.stages.sft.config import read_sft_section
+    from vla_rl.stages.sft.training import run_sft
 
     section = cfg.sft
-    sft_config = SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+    sft_config = read_sft_section(section)
     result = run_sft(
         policy_config=OmegaConf.to_container(cfg.policy, resolve=True), env_id=str(cfg.env.id),
         env_kwargs=env_kwargs(cfg.env), dataset=str(section.dataset), output_dir=str(section.output),
@@ -63,7 +64,7 @@ def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
 
 
 def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.evaluation.from_config import evaluate_policy_folders
+    from vla_rl.stages.evaluation.from_config import evaluate_policy_folders
 
     folders = {name: state[key] for name, key in (("sft", "sft_policy"), ("final", "policy")) if key in state}
     if "sft" in folders and folders["sft"] == folders.get("final"):
@@ -74,7 +75,7 @@ def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
 
 
 def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.experiment import rl_run
+    from vla_rl.stages.rl.experiment import rl_run
 
     with rl_run(cfg, run_dir / "rl", init_policy=state.get("policy")) as trainer:
         final = trainer.fit()

@@ -1,6 +1,6 @@
 """Evaluation: seeded episodes per task, success rates with Wilson intervals, videos, eval_info.json."""
 
-from vla_rl.evaluation.actors import (
+from vla_rl.stages.evaluation.actors import (
     Actor,
     ExpertActionSource,
     PolicyActionSource,
@@ -8,11 +8,16 @@ from vla_rl.evaluation.actors import (
     load_policy_for_eval,
     resolve_policy_folder,
 )
-from vla_rl.evaluation.env_backends import WorkerGroupEvalEnvs, make_eval_envs
-from vla_rl.evaluation.metrics import evaluation_seed, summarize_episodes, wilson_interval
-from vla_rl.evaluation.report import EvalInfoError, build_eval_info, validate_eval_info, write_eval_info
-from vla_rl.evaluation.runner import EvalSettings, VideoSettings, run_evaluation
-from vla_rl.evaluation.session import evaluate_and_report, log_eval_to_trackers
+from vla_rl.stages.evaluation.env_backends import WorkerGroupEvalEnvs, make_eval_envs
+from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes, wilson_interval
+from vla_rl.stages.evaluation.report import (
+    EvalInfoError,
+    build_eval_info,
+    validate_eval_info,
+    write_eval_info,
+)
+from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings, run_evaluation
+from vla_rl.stages.evaluation.session import evaluate_and_report, log_eval_to_trackers
 
 __all__ = [
     "Actor",

@@ -1,6 +1,6 @@
 """``eval_info.json``: what an evaluation found, written atomically and validated by its schema.
 
-The schema is ``vla_rl/schemas/eval_info.schema.json`` (JSON Schema draft 2020-12), documented
+The schema is ``vla_rl/stages/evaluation/eval_info.schema.json`` (JSON Schema draft 2020-12), documented
 in ``docs/evaluation.md``.
 """
 
@@ -14,12 +14,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vla_rl.evaluation.metrics import summarize_episodes
-from vla_rl.evaluation.runner import EvalOutcome, EvalSettings
+from vla_rl.stages.evaluation.metrics import summarize_episodes
+from vla_rl.stages.evaluation.runner import EvalOutcome, EvalSettings
 
 FORMAT_VERSION = 1
 EVAL_INFO_FILE = "eval_info.json"
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "eval_info.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent / "eval_info.schema.json"
 
 
 class EvalInfoError(ValueError):

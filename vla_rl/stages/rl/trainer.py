@@ -5,7 +5,7 @@
 PPO (with critic, continuing envs) and GRPO (critic-free, groups of envs sharing an initial
 state) are chosen by ``algo.name``; both work with every action head. The worker groups
 (env workers, one rollout worker, FSDP2 actor ranks) are Ray actors built by
-:class:`vla_rl.experiment.Experiment`; this module only orchestrates them.
+:class:`vla_rl.stages.rl.experiment.Experiment`; this module only orchestrates them.
 """
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ from tensordict import TensorDict
 from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
-from vla_rl.data.statistics import write_json_atomic
-from vla_rl.rollout import (
+from vla_rl.logging.console import ConsoleTracker
+from vla_rl.runtime import checkpoint
+from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
+from vla_rl.stages.rl.rollout import (
     Rollout,
     RolloutCollector,
     derived_seed,
     rollout_profile_table,
     rows_without_episode_end,
 )
-from vla_rl.runtime import checkpoint
-from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
-from vla_rl.trainer_config import AlgoConfig, TrainerConfig
+from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class Trainer:
         if self.config.resume:
             self.resume()
         started, last_iteration_s = time.monotonic(), None
+        console = self.tracker.find(ConsoleTracker) if self.tracker is not None else None
+        bar = console.progress("rl", self.config.iterations - self.state.iteration) if console else None
         while self.state.iteration < self.config.iterations:
             elapsed_s = time.monotonic() - started
             if self._out_of_time(elapsed_s, last_iteration_s):
@@ -120,6 +123,8 @@ class Trainer:
                     self.save_checkpoint()
             if profiling:
                 self._stop_profiling(iteration, timer)
+            if bar is not None:
+                bar.advance()
             self.log(iteration, rollout, {**advantage_metrics, **update_metrics}, eval_metrics, timer)
             last_iteration_s = time.monotonic() - iteration_started
         return self.state
@@ -158,12 +163,12 @@ class Trainer:
         """The iteration's rollout (with dynamic sampling: several); with ``profile_folder``, the first one's
         profile goes to ``rollout_profile.json`` and ``rollout_profile.md`` there."""
         algo = self.algo
-        steps, mode = self.config.rollout_steps, algo.rollout_mode
+        steps, collection = self.config.rollout_steps, algo.collection
 
         def collect(attempt: int) -> Rollout:
             if profile_folder is None or attempt:
-                return self.collector.collect(steps, self.seed, iteration, mode, algo.group_size, attempt)
-            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, mode, algo.group_size)
+                return self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt)
+            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection, algo.group_size)
             profile_folder.mkdir(parents=True, exist_ok=True)
             write_json_atomic(profile_folder / "rollout_profile.json", profile)
             (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
@@ -171,7 +176,7 @@ class Trainer:
 
         if not algo.dynamic_sampling:
             rollout = collect(0)
-            if algo.filter_groups and mode == "episodes":
+            if algo.filter_groups and collection.grouped_initial_states:
                 keep = filter_groups_by_success_rate(
                     rollout.success, rollout.batch["group_id"][:, 0], algo.min_success_rate, algo.max_success_rate
                 )
@@ -289,7 +294,7 @@ class Trainer:
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = rollout.episodes
         metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in train.items()}
-        if self.algo.rollout_mode == "continuing":  # episodes mode masks filtered groups: no window to check
+        if not self.algo.collection.one_episode_per_env:  # one episode per env: no window that cuts episodes
             metrics["train/rows_without_episode_end"] = float(self._check_rollout_window(rollout.batch))
         if episodes:
             metrics["train/success_rate"] = float(np.mean([e["success"] for e in episodes]))

@@ -5,10 +5,10 @@
 1. read ``demos.hdf5`` (``train`` and ``valid`` splits) and ``stats.json`` beside it; check that the
    demos fit the policy's io spec (cameras, image size, state and action dims of the env);
 2. build the policy with the dataset statistics (its normaliser; ``save_pretrained`` stores them);
-3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.data.demos.ChunkDataset`; the loss is the
+3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.stages.sft.demos.ChunkDataset`; the loss is the
    policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
    linear warmup then cosine decay of the learning rate; gradient-norm clipping; training images
-   randomly shifted by a few pixels (``augment``, :func:`vla_rl.sft_data.augment_batch`);
+   randomly shifted by a few pixels (``augment``, :func:`vla_rl.stages.sft.batches.augment_batch`);
 4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
    seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
    stops early after ``early_stopping_patience`` validations without a new best;
@@ -23,11 +23,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from vla_rl.data.demos import ChunkDataset, load_demonstrations
-from vla_rl.data.statistics import load_statistics
+from envs.registry import import_object
+from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.runtime.device import resolve_device
-from vla_rl.sft_config import SFTConfig
-from vla_rl.sft_data import (
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.sft.batches import (
     DatasetError,
     augment_batch,
     check_episodes_fit_policy,
@@ -47,9 +48,11 @@ from vla_rl.sft_data import (
     ordered_batches,
     shuffled_batches,
 )
+from vla_rl.stages.sft.config import SFTConfig
+from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.workers.policy_factory import DEFAULT_POLICY_FACTORY, PolicySpec
 
-DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
-SECTION_PATH_KEYS = ("dataset", "output")  # keys of the `sft` config section that are not SFTConfig fields
 METRICS_FILE = "sft_metrics.jsonl"
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -78,19 +81,6 @@ class SFTResult:
     seconds: float
 
 
-def warmup_cosine_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
-    """Learning-rate multiplier at optimiser step ``step`` (0-based): linear warmup, then cosine decay.
-
-    ``(step + 1) / warmup_steps`` during warmup; afterwards
-    ``min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2`` with ``p`` going from 0 to 1 over the
-    remaining steps.
-    """
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps - 1)
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
 def total_training_steps(config: SFTConfig, num_samples: int) -> int:
     """``max_steps``, or fewer when ``epochs`` passes of ``num_samples`` take fewer batches."""
     if config.epochs is None:
@@ -109,32 +99,6 @@ def torch_threads(num_threads: int) -> Iterator[int]:
         yield wanted
     finally:
         torch.set_num_threads(previous)
-
-
-def env_io_spec(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
-    """The env's spec (cameras, image size, state size, action bounds): the policy's io spec."""
-    from envs.registry import make
-    from policies.config import PolicyIOSpec
-
-    env = make(env_id, **dict(env_kwargs))
-    try:
-        return PolicyIOSpec.from_spec(env.env_spec)
-    finally:
-        env.close()
-
-
-def policy_factory(policy_config: Mapping[str, Any]) -> Callable[..., Any]:
-    """The function named by ``policy_config["factory"]`` (default :func:`policies.vla.build_policy`)."""
-    from envs.registry import import_object
-
-    return import_object(str(policy_config.get("factory") or DEFAULT_POLICY_FACTORY))
-
-
-def build_policy_from_config(policy_config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any]) -> Any:
-    """The policy ``policy_config`` describes (its ``factory`` called with the rest of it), for ``io_spec``."""
-    config = {key: value for key, value in policy_config.items() if key != "factory"}
-    features = {feature: stats[feature] for feature in ("action", "state")}
-    return policy_factory(policy_config)(config, io_spec.to_dict(), features)
 
 
 def make_optimizer(policy: torch.nn.Module, config: SFTConfig) -> torch.optim.AdamW:
@@ -213,8 +177,13 @@ def run_sft(
         stack.enter_context(torch_threads(config.num_threads))
         # 1. data. The policy's modules are imported before the env renders: importing torchvision (through
         # timm) after MuJoCo rendered through EGL in the same process segfaults on this platform.
-        policy_factory(policy_config)
-        io_spec = env_io_spec(env_id, env_kwargs)
+        policy_spec = PolicySpec(config={k: v for k, v in policy_config.items() if k != "factory"}, io_spec={},
+                                 stats=None, factory=str(policy_config.get("factory") or DEFAULT_POLICY_FACTORY),
+                                 seed=seed)  # fmt: skip
+        import_object(policy_spec.factory)
+        from policies.config import PolicyIOSpec
+
+        io_spec = PolicyIOSpec.from_spec(env_io_spec(env_id, None, dict(env_kwargs)))
         train_episodes, attrs = load_demonstrations(demos_path, split="train")
         valid_episodes, _ = load_demonstrations(demos_path, split="valid")
         if not train_episodes:
@@ -226,8 +195,8 @@ def run_sft(
 
         # 2. policy
         device = resolve_device(None if config.device == "auto" else config.device)
-        torch.manual_seed(seed)
-        policy = build_policy_from_config(policy_config, io_spec, stats).to(device)
+        features = {feature: stats[feature] for feature in ("action", "state")}
+        policy = dataclasses.replace(policy_spec, io_spec=io_spec.to_dict(), stats=features).build(device)
         policy.train()
         chunk_size = int(policy.config.chunk_size)
         cameras = list(io_spec.camera_names)
@@ -242,7 +211,7 @@ def run_sft(
         optimizer = make_optimizer(policy, config)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
-            lambda step: warmup_cosine_factor(step, config.warmup_steps, total_steps,
+            lambda step: warmup_cosine_factor(step, config.warmup_steps, max(1, total_steps - config.warmup_steps - 1),
                                               float(config.min_learning_rate_ratio)),
         )  # fmt: skip
         shuffle_generator = torch.Generator().manual_seed(seed)

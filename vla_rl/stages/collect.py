@@ -1,9 +1,9 @@
 """`vla-rl collect`: scripted-expert demonstrations written to disk.
 
 For each task, a scripted expert (``envs.experts``) runs seeded episodes; each finished
-episode is stored at once (:class:`vla_rl.data.demos.EpisodeStore`), so an interrupted
+episode is stored at once (:class:`vla_rl.stages.sft.demos.EpisodeStore`), so an interrupted
 collection loses nothing and a rerun continues where it stopped. At the end, the episodes
-are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.data.demos`).
+are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.stages.sft.demos`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,36 @@ from tqdm import tqdm
 
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
-from vla_rl.data.demos import Episode, EpisodeStore, write_dataset
+from vla_rl.fields import check_types, require
+from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
+
+
+@dataclass
+class CollectConfig:
+    """The ``collect`` config section (defaults here only; ``configs/config.yaml`` and experiments override).
+
+    - ``episodes_per_task``: demonstrations per task; collection resumes where an interrupted run stopped.
+    - ``output``: folder of ``demos.hdf5`` and ``stats.json``.
+    - ``noise_std``: std of the Gaussian noise the scripted experts add to their actions (metres for the
+      tabletop suite).
+    - ``keep_failed``: keep episodes the expert failed (marked success=false); by default only successes.
+    - ``max_attempts_per_episode``: give up on a task after this many failed attempts per requested episode.
+    - ``valid_fraction``: fraction of episodes listed under mask/valid (robomimic filter key) for validation.
+    """
+
+    episodes_per_task: int = 10
+    output: str = "data/${env.id}"
+    noise_std: float = 0.0
+    keep_failed: bool = False
+    max_attempts_per_episode: int = 5
+    valid_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        require(self, "episodes_per_task", low=1)
+        require(self, "noise_std", low=0)
+        require(self, "max_attempts_per_episode", low=1)
+        require(self, "valid_fraction", low=0, high=1, high_open=True)
 
 
 @dataclass

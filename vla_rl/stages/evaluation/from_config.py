@@ -7,29 +7,26 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
-from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.evaluation.actors import (
+from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.logging import make_trackers
+from vla_rl.logging.console import ConsoleTracker
+from vla_rl.stages.evaluation.actors import (
     ExpertActionSource,
     PolicyActionSource,
     load_policy_for_eval,
     resolve_policy_folder,
 )
-from vla_rl.evaluation.env_backends import make_eval_envs
-from vla_rl.evaluation.runner import EvalSettings, VideoSettings
-from vla_rl.evaluation.session import evaluate_and_report
-from vla_rl.logging import make_trackers
-from vla_rl.logging.console import ConsoleTracker
+from vla_rl.stages.evaluation.env_backends import make_eval_envs
+from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings
+from vla_rl.stages.evaluation.session import evaluate_and_report
 
 
 def video_settings(eval_cfg: DictConfig) -> VideoSettings:
-    """The ``eval.video`` section as :class:`VideoSettings`."""
+    """The ``eval.video`` section (checked upfront as :class:`~vla_rl.stages.evaluation.config.VideoConfig`)."""
     video = eval_cfg.video
-    size = tuple(int(v) for v in video.size)
-    if len(size) != 2 or min(size) < 1:
-        raise ConfigError(f"'eval.video.size' must be [height, width] of positive integers, got {list(video.size)}")
     return VideoSettings(
         episodes_per_task=int(video.episodes_per_task), grid_envs=int(video.grid_envs),
-        cameras=tuple(str(c) for c in video.cameras), size=size,
+        cameras=tuple(str(c) for c in video.cameras), size=tuple(int(v) for v in video.size),
     )  # fmt: skip
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vla_rl.evaluation.report import build_eval_info, write_eval_info
-from vla_rl.evaluation.runner import EvalSettings, run_evaluation
+from vla_rl.stages.evaluation.report import build_eval_info, write_eval_info
+from vla_rl.stages.evaluation.runner import EvalSettings, run_evaluation
 
 
 def eval_scalars(document: dict[str, Any], prefix: str = "eval") -> dict[str, float]:

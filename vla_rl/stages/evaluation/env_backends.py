@@ -1,20 +1,21 @@
 """Where evaluation envs live: in this process, or in Ray env workers.
 
-Both backends offer the same methods (those of :class:`~vla_rl.workers.chunked_envs.ChunkedEnvs`
-used by the evaluation): ``num_envs``, ``env_spec()``, ``reset(seeds, tasks=...)``, ``step(chunks)``,
-``deactivate_envs``, ``use_experts``, ``expert_action_chunks``, ``enable_video``, ``disable_video``,
-``pop_video_records`` and ``close``. In-process, that is a ``ChunkedEnvs`` itself; across workers,
+Both backends offer the vectorised-env interface of :class:`~vla_rl.workers.chunked_envs.ChunkedEnvs`
+that the evaluation uses: ``num_envs``, ``env_spec()``, ``reset(seeds, tasks=...)``, ``step(chunks)``,
+``env_method(name, *args, indices=...)`` (experts, video capture, deactivating envs) and ``close``.
+In-process, that is a ``ChunkedEnvs`` itself; across workers,
 :class:`WorkerGroupEvalEnvs` binds one stage of an :class:`~vla_rl.workers.env_group.EnvWorkerGroup`.
 Episodes run one per env per round (``auto_reset=False``).
 """
 
 from __future__ import annotations
 
+import pkgutil
 from typing import Any
 
 import numpy as np
 
-from vla_rl.workers.chunked_envs import ChunkedEnvs, ChunkResult, Observation
+from vla_rl.workers.chunked_envs import ENV_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
 
 class WorkerGroupEvalEnvs:
@@ -38,23 +39,8 @@ class WorkerGroupEvalEnvs:
     def step(self, action_chunks: np.ndarray) -> ChunkResult:
         return self.group.step(self.stage, action_chunks)
 
-    def deactivate_envs(self, indices) -> None:
-        self.group.deactivate_envs(self.stage, indices)
-
-    def use_experts(self, noise_std: float = 0.0, seed: int = 0) -> None:
-        self.group.use_experts(self.stage, noise_std, seed)
-
-    def expert_action_chunks(self) -> np.ndarray:
-        return self.group.expert_action_chunks(self.stage)
-
-    def enable_video(self, indices, cameras, size) -> None:
-        self.group.enable_video(self.stage, indices, cameras, size)
-
-    def disable_video(self) -> None:
-        self.group.disable_video(self.stage)
-
-    def pop_video_records(self) -> dict[int, list[dict[str, Any]]]:
-        return self.group.pop_video_records(self.stage)
+    def env_method(self, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
+        return self.group.env_method(self.stage, name, *args, indices=indices, **kwargs)
 
     def close(self) -> None:
         if self.owns_group:
@@ -79,7 +65,7 @@ def make_eval_envs(
     if num_workers < 0:
         raise ValueError(f"eval.num_workers must be >= 0, got {num_workers}")
     if num_workers == 0:
-        from envs.registry import make
+        make = pkgutil.resolve_name(ENV_FACTORY)
 
         def make_env(index: int) -> Any:
             return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)

@@ -1,7 +1,9 @@
 """Loading and validating the Hydra config of every vla-rl command.
 
 The configs live in ``configs/`` at the repository root (groups ``env``, ``policy``,
-``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. Folders of your
+``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. The sections that a dataclass
+describes (``algo``, ``trainer``, ``sft``) take their defaults from it (:mod:`vla_rl.config.defaults`),
+and the yaml files only override them. Folders of your
 own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``) are searched
 after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
 ``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
@@ -21,11 +23,13 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Extra config folders (os.pathsep-separated), searched after the vla-rl configs.
 CONFIG_PATH_VARIABLE = "VLA_RL_CONFIG_PATH"
 #: The env option that ``env.id=...`` without ``env=...`` selects: no tasks or factory options of another env.
 ENV_BY_ID = "id_only"
+#: Sections whose every field the composed config holds (their dataclass defaults come first).
+DATACLASS_SECTIONS = ("algo.", "trainer.", "sft.")
 _command_line_dirs: list[Path] = []
 
 
@@ -101,11 +105,15 @@ def prepare_overrides(overrides: Sequence[str]) -> list[str]:
       (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
     - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
       parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+    - ``+algo.K=V`` (and ``+trainer.``, ``+sft.``) becomes ``++algo.K=V``: every field of those sections is in
+      the composed config (:mod:`vla_rl.config.defaults`), and an older command that added one keeps working.
     """
     prepared = []
     for override in overrides:
         if not override.startswith(("+", "~")) and _override_key(override).startswith("env.kwargs."):
             override = "++" + override
+        elif override.startswith("+") and not override.startswith("++") and override[1:].startswith(DATACLASS_SECTIONS):
+            override = "+" + override
         prepared.append(override)
     keys = [_override_key(o) for o in overrides if not o.startswith("~")]
     if "env.id" in keys and "env" not in keys:
@@ -117,6 +125,9 @@ def _compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from vla_rl.config.defaults import register_defaults
+
+    register_defaults()
     extra = extra_config_dirs()
     search = [f"hydra.searchpath=[{','.join(folder.as_uri() for folder in extra)}]"] if extra else []
     GlobalHydra.instance().clear()
@@ -186,48 +197,47 @@ def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:
     return _compose("config", [o for o in overrides if o != dropped])
 
 
+def read_section(cfg: DictConfig, key: str, cls: type) -> Any:
+    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.fields.read_dataclass`).
+
+    Raises:
+        ConfigError: the section is missing, or the first unknown key or wrong value, named in full.
+    """
+    from vla_rl.fields import FieldError, read_dataclass
+
+    if key not in cfg:
+        raise ConfigError(f"config lacks the section '{key}'")
+    try:
+        return read_dataclass(cls, OmegaConf.to_container(cfg[key], resolve=True), key)
+    except FieldError as error:
+        raise ConfigError(error.message()) from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'{key}': {error}") from None
+
+
 def validate_config(cfg: DictConfig) -> None:
-    """Check the sections this layer owns: ``env`` and ``collect``."""
+    """Check every section before any work: ``env`` against its factory, ``policy`` through its factory's module,
+    the others by reading them into their dataclasses (collect, eval, sft, algo, trainer)."""
+    from vla_rl.stages.collect import CollectConfig
+    from vla_rl.stages.evaluation.config import EvalConfig
+
     for key in ("env", "seed", "run_dir", "collect"):
         if key not in cfg:
             raise ConfigError(f"config lacks the key '{key}'")
     if not isinstance(cfg.seed, int):
         raise ConfigError(f"'seed' must be an integer, got {cfg.seed!r}")
     validate_env_config(cfg.env)
-    collect = cfg.collect
-    if not isinstance(collect.episodes_per_task, int) or collect.episodes_per_task < 1:
-        raise ConfigError(f"'collect.episodes_per_task' must be a positive integer, got {collect.episodes_per_task!r}")
-    if not 0.0 <= float(collect.valid_fraction) < 1.0:
-        raise ConfigError(f"'collect.valid_fraction' must lie in [0, 1), got {collect.valid_fraction!r}")
-    if float(collect.noise_std) < 0:
-        raise ConfigError(f"'collect.noise_std' must be >= 0, got {collect.noise_std!r}")
+    read_section(cfg, "collect", CollectConfig)
     if "sft" in cfg:
         validate_sft_config(cfg.sft)
     if "policy" in cfg:
         validate_policy_section(cfg.policy)
     if "eval" in cfg:
-        validate_eval_section(cfg.eval)
+        read_section(cfg, "eval", EvalConfig)
     if "algo" in cfg and "trainer" in cfg:
-        from vla_rl.trainer_config import validate_rl_sections
+        from vla_rl.stages.rl.config import validate_rl_sections
 
         validate_rl_sections(cfg)
-
-
-def _count(cfg: DictConfig, key: str, minimum: int, where: str) -> None:
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"'{where}.{key}'={value!r}: must be an integer >= {minimum}")
-
-
-def validate_eval_section(eval_cfg: DictConfig) -> None:
-    """The counts of ``eval`` and ``eval.video`` (the rest is checked where it is read, before any episode)."""
-    _count(eval_cfg, "episodes_per_task", 1, "eval")
-    _count(eval_cfg, "num_envs", 1, "eval")
-    _count(eval_cfg, "num_workers", 0, "eval")
-    _count(eval_cfg.video, "episodes_per_task", 0, "eval.video")
-    _count(eval_cfg.video, "grid_envs", 0, "eval.video")
-    if float(eval_cfg.expert_noise_std) < 0:
-        raise ConfigError(f"'eval.expert_noise_std'={eval_cfg.expert_noise_std!r}: must be >= 0")
 
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:
@@ -253,16 +263,17 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:
-    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.sft.SFTConfig``."""
-    from vla_rl.sft import SECTION_PATH_KEYS, SFTConfig
+    """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.stages.sft.config.SFTConfig``."""
+    from vla_rl.fields import FieldError
+    from vla_rl.stages.sft.config import SECTION_PATH_KEYS, read_sft_section
 
     for key in SECTION_PATH_KEYS:
         if not sft_cfg.get(key):
             raise ConfigError(f"'sft.{key}' must name a folder, got {sft_cfg.get(key)!r}")
     try:
-        SFTConfig.from_dict({key: sft_cfg[key] for key in sft_cfg if key not in SECTION_PATH_KEYS})
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"section 'sft': {error}") from None
+        read_sft_section(OmegaConf.to_container(sft_cfg, resolve=True))
+    except FieldError as error:
+        raise ConfigError(error.message()) from None
 
 
 def validate_train_config(cfg: DictConfig) -> None:

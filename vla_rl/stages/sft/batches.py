@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from vla_rl.data.demos import ChunkDataset, Episode
+from vla_rl.stages.sft.demos import ChunkDataset, Episode
 
 DEMOS_FILE = "demos.hdf5"
 STATS_FILE = "stats.json"

@@ -13,7 +13,7 @@
     mask/train, mask/valid        names of the demos in each split (robomimic filter keys)
 
 robomimic's readers take this layout (``data/demo_i/obs/...``, ``actions``, ``mask/...``).
-``stats.json`` beside it holds the statistics of :mod:`vla_rl.data.statistics`.
+``stats.json`` beside it holds the statistics of :mod:`vla_rl.stages.sft.statistics`.
 
 Finished episodes are first written one per file to ``<output>/episodes/`` (each through
 a temporary name), so that interrupting collection loses no finished episode; the merged
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vla_rl.data.statistics import feature_statistics, write_json_atomic
+from vla_rl.stages.sft.statistics import feature_statistics, write_json_atomic
 
 FORMAT = "vla-rl-demos/1"
 IMAGE_SUFFIX = "_image"

@@ -1,19 +1,20 @@
 """Schemas of the ``algo`` and ``trainer`` config sections (``configs/algo/``, ``configs/trainer/``).
 
-Each section is read into a dataclass; an unknown key or a value of the wrong type is a
+Each section is read into a dataclass by :func:`vla_rl.fields.read_dataclass` (nested sections too:
+``algo.update``, ``algo.optim``, ``trainer.sharding``); an unknown key or a value of the wrong type is a
 :class:`vla_rl.config.ConfigError` that names the key and lists the allowed ones.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from vla_rl.config import ConfigError
+from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
+from vla_rl.config import ConfigError, read_section
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.workers.actor_worker import OptimConfig
@@ -24,9 +25,11 @@ from vla_rl.workers.ppo_update import UpdateConfig
 class AlgoConfig:
     """PPO (with critic) or GRPO (critic-free); both work with every action head.
 
-    - ``name``: "ppo" or "grpo" (sets the rollout mode: continuing envs, or one episode per env in groups).
+    - ``name``: an algorithm of :data:`vla_rl.algos.algorithms.ALGORITHMS` ("ppo", "grpo"), whose entry says
+      how rollouts are collected (continuing envs, or one episode per env in groups).
     - ``advantage_estimator``: a name of ``vla_rl.algos.ADVANTAGE_ESTIMATORS`` (gae, grpo, dr_grpo, rloo, ...).
-    - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``).
+    - ``advantage_options``: keyword arguments of the estimator (e.g. ``gamma``, ``lam``, ``whiten``); empty:
+      the estimator function's own defaults. A mapping, so each algo file sets it whole (yaml merges mappings).
     - ``group_size``: envs per GRPO group (they share task and initial state).
     - ``filter_groups``: drop groups whose success rate is outside [min_success_rate, max_success_rate].
     - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
@@ -34,12 +37,13 @@ class AlgoConfig:
     - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass).
     - ``critic_warmup_iterations``: first iterations that train only the critic (a fresh value head on a
       pre-trained policy would otherwise feed the actor noise advantages).
-    - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule.
+    - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule
+      (:class:`OptimConfig`).
     """
 
     name: str = "ppo"
     advantage_estimator: str = "gae"
-    advantage_options: dict[str, Any] = field(default_factory=lambda: {"gamma": 0.99, "lam": 0.95, "whiten": True})
+    advantage_options: dict[str, Any] = field(default_factory=dict)
     group_size: int = 1
     filter_groups: bool = False
     min_success_rate: float = 0.1
@@ -48,14 +52,14 @@ class AlgoConfig:
     max_sampling_attempts: int = 4
     bypass_old_log_probs: bool = True
     critic_warmup_iterations: int = 0
-    update: dict[str, Any] = field(default_factory=dict)
-    optim: dict[str, Any] = field(default_factory=dict)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self) -> None:
         from vla_rl.algos import ADVANTAGE_ESTIMATORS
 
         check_types(self)
-        require(self, "name", choices=("ppo", "grpo"))
+        require(self, "name", choices=sorted(ALGORITHMS))
         require(self, "advantage_estimator", choices=sorted(ADVANTAGE_ESTIMATORS))
         require(self, "group_size", low=1)
         require(self, "max_sampling_attempts", low=1)
@@ -66,17 +70,10 @@ class AlgoConfig:
             raise FieldError("min_success_rate", self.min_success_rate, f"must be <= max_success_rate={self.max_success_rate}")
 
     @property
-    def rollout_mode(self) -> str:
-        return "episodes" if self.name == "grpo" else "continuing"
+    def collection(self) -> Collection:
+        """How this algorithm collects its rollouts (its registry entry, :mod:`vla_rl.algos.algorithms`)."""
+        return get_algorithm(self.name).collection
 
-    def update_config(self) -> UpdateConfig:
-        return _dataclass_from(UpdateConfig, self.update, "algo.update")
-
-    def optim_config(self) -> OptimConfig:
-        values = dict(self.optim)
-        if "betas" in values:
-            values["betas"] = tuple(values["betas"])
-        return _dataclass_from(OptimConfig, values, "algo.optim")
 
 
 @dataclass
@@ -85,7 +82,7 @@ class TrainerConfig:
 
     - ``iterations``: rollout + update cycles. ``rollout_steps``: chunk steps per env per iteration
       (GRPO: the longest episode in chunks); null: derived where the run is built
-      (:func:`vla_rl.experiment.with_rollout_window`), the env's longest episode in chunks.
+      (:func:`vla_rl.stages.rl.experiment.with_rollout_window`), the env's longest episode in chunks.
     - ``num_env_workers`` x ``num_stages`` x ``envs_per_stage`` envs; pipeline stages overlap
       simulation with inference (1 = no overlap).
     - ``actor_world_size``: FSDP2 ranks; ``sharding``: :class:`ShardingConfig` fields.
@@ -112,7 +109,7 @@ class TrainerConfig:
     num_stages: int = 2
     envs_per_stage: int = 4
     actor_world_size: int = 1
-    sharding: dict[str, Any] = field(default_factory=dict)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
     device: str = "auto"
     init_policy: str | None = None
     eval_every: int = 0
@@ -161,9 +158,6 @@ class TrainerConfig:
             raise FieldError("init_policy", self.init_policy,
                              "must be a save_pretrained folder (with config.json), e.g. RUN_DIR/sft/best")
 
-    def sharding_config(self) -> ShardingConfig:
-        return _dataclass_from(ShardingConfig, self.sharding, "trainer.sharding")
-
     def resources_of(self, group: str) -> dict[str, float]:
         """The custom Ray resources each worker of ``group`` asks for (``placement``)."""
         return {name: float(amount) for name, amount in self.placement.get(group, {}).items()}
@@ -173,25 +167,9 @@ class TrainerConfig:
         return self.num_env_workers * self.num_stages * self.envs_per_stage
 
 
-def _dataclass_from(cls: type, values: dict[str, Any], where: str) -> Any:
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; allowed: {', '.join(names)}")
-    try:
-        return cls(**values)
-    except FieldError as error:
-        raise ConfigError(error.under(where)) from None
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"'{where}': {error}") from None
-
-
 def section(cfg: DictConfig, key: str, cls: type) -> Any:
-    """The config section ``key`` as a ``cls`` dataclass (with its nested plain dicts)."""
-    if key not in cfg:
-        raise ConfigError(f"config lacks the section '{key}'")
-    values = OmegaConf.to_container(cfg[key], resolve=True)
-    return _dataclass_from(cls, values, key)
+    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.config.read_section`)."""
+    return read_section(cfg, key, cls)
 
 
 def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
@@ -201,11 +179,8 @@ def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
         ConfigError: the first wrong key, with its value and what is allowed.
     """
     algo = section(cfg, "algo", AlgoConfig)
-    algo.update_config()
-    algo.optim_config()
     trainer = section(cfg, "trainer", TrainerConfig)
-    trainer.sharding_config()
-    if algo.name == "grpo" and trainer.envs_per_stage % algo.group_size:
+    if algo.collection.grouped_initial_states and trainer.envs_per_stage % algo.group_size:
         raise ConfigError(
             f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "
             f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"

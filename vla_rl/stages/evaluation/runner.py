@@ -1,7 +1,7 @@
 """The evaluation loop: N seeded episodes per task, one episode per env per round, with videos.
 
 For each task, episodes ``0..N-1`` run in rounds of ``envs.num_envs`` (slot ``j`` of a round runs
-episode ``first + j`` with seed :func:`~vla_rl.evaluation.metrics.evaluation_seed`); the slots of a
+episode ``first + j`` with seed :func:`~vla_rl.stages.evaluation.metrics.evaluation_seed`); the slots of a
 last, partial round are deactivated. Video frames are captured where the envs live for the
 episodes ``0..M-1`` of each task (one mp4 each) and for the first round's first ``grid_envs``
 envs (one tiled mp4 per task); encoding happens in a background thread.
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from vla_rl.evaluation.metrics import evaluation_seed, summarize_episodes
 from vla_rl.logging.video import VideoWriter
+from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def run_evaluation(
         writer.wait()
     finally:
         writer.close()
-        envs.disable_video()
+        envs.env_method("disable_video")
     return EvalOutcome(outcomes, time.perf_counter() - started, float(spec.control_hz), cameras)
 
 
@@ -119,19 +119,19 @@ def _evaluate_task(
         episode_slots, grid_slots = _video_slots(first, count, settings.video, cameras)
         recorded = sorted(set(episode_slots) | set(grid_slots))
         if recorded:
-            envs.enable_video(recorded, list(cameras), tuple(settings.video.size))
+            envs.env_method("enable_video", cameras=list(cameras), size=tuple(settings.video.size), indices=recorded)
         else:
-            envs.disable_video()
+            envs.env_method("disable_video")
         observation = envs.reset(seeds=seeds, tasks=[task] * num_envs)
         action_source.seed_round(seeds[0])
         if count < num_envs:
-            envs.deactivate_envs(list(range(count, num_envs)))
+            envs.env_method("deactivate_envs", indices=range(count, num_envs))
         running = np.arange(num_envs) < count
         finished: dict[int, dict[str, Any]] = {}
         records: dict[int, list[dict[str, Any]]] = {slot: [] for slot in recorded}
         for chunk_index in range(max_chunks + 1):
             if recorded:
-                for slot, items in envs.pop_video_records().items():
+                for slot, items in envs.env_method("pop_video_records").items():
                     records[slot].extend(items)
             if not running.any():
                 break

@@ -8,7 +8,7 @@ computes the actions of stage ``s + 1``; simulation and inference overlap::
         for s in stages:
             wait act(s) -> step_async(s) -> act(s + 1) -> wait step(s)
 
-Two modes:
+The algorithm's registry entry says how (its :class:`~vla_rl.algos.algorithms.Collection`):
 
 - ``continuing`` (PPO): every env resets at the start of the iteration (seeded from the run
   seed, the iteration and the env index), then runs ``num_steps`` chunks with auto-reset.
@@ -34,6 +34,7 @@ import torch
 from tensordict import TensorDict
 
 from vla_rl.algos.advantages import next_values_from
+from vla_rl.algos.algorithms import CONTINUING, Collection
 from vla_rl.runtime.profiling import PhaseTimer
 from vla_rl.workers.env_group import EnvWorkerGroup, concat_observations
 
@@ -82,10 +83,12 @@ class RolloutCollector:
     def num_stages(self) -> int:
         return self.env_group.num_stages
 
-    def _reset_stage(self, stage: int, mode: str, seed: int, iteration: int, attempt: int, group_size: int) -> dict:
+    def _reset_stage(
+        self, stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int
+    ) -> dict:
         size = self.env_group.stage_size
         first = stage * size
-        if mode == "continuing":
+        if not collection.grouped_initial_states:
             seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
             return self.env_group.reset(stage, seeds=seeds)
         if size % group_size:
@@ -94,25 +97,24 @@ class RolloutCollector:
         seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
         tasks = [self.tasks[g % len(self.tasks)] for g in groups]
         self.env_group.reset(stage, seeds=seeds, tasks=tasks)
-        states = self.env_group.init_states(stage)
+        states = self.env_group.get_attr(stage, "init_states")
         leaders = [states[(g * group_size) - first] for g in groups]
         return self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks)
 
     def collect(
-        self, num_steps: int, seed: int, iteration: int, mode: str = "continuing", group_size: int = 1,
+        self, num_steps: int, seed: int, iteration: int, collection: Collection = CONTINUING, group_size: int = 1,
         attempt: int = 0, deterministic: bool = False,
     ) -> Rollout:  # fmt: skip
-        if mode not in ("continuing", "episodes"):
-            raise ValueError(f"rollout mode {mode!r}; allowed: continuing, episodes")
         stages = self.num_stages
         act = self.rollout_worker.act.remote
         # A Ray actor runs one caller's calls in order: the seed is set before the first act.
         seeded = self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy"))
         timer = self.timer
         with timer.phase("reset_envs"):
-            observation = [self._reset_stage(0, mode, seed, iteration, attempt, group_size)]
+            observation = [self._reset_stage(0, collection, seed, iteration, attempt, group_size)]
             pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
-            observation += [self._reset_stage(s, mode, seed, iteration, attempt, group_size) for s in range(1, stages)]
+            observation += [self._reset_stage(s, collection, seed, iteration, attempt, group_size)
+                            for s in range(1, stages)]  # fmt: skip
             ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
         episodes: list[dict] = []
@@ -126,19 +128,19 @@ class RolloutCollector:
                 if stages > 1 and not last:
                     pending_act[following] = act(observation[following], deterministic)  # overlaps the env step
                 with timer.phase(f"stage{s}/wait_for_env_step"):
-                    result = self.env_group.wait(stepping)
+                    result = self.env_group.step_wait(stepping)
                 records[s].append({"observation": observation[s], "actions": actions, "extras": extras,
                                    "result": result})  # fmt: skip
                 episodes.extend({**e, "stage": s} for e in result.finished_episodes)
                 observation[s] = result.observation
                 if stages == 1 and not last:
                     pending_act[0] = act(observation[0], deterministic)
-            if mode == "episodes" and not any(_still_running(r[-1]["result"]).any() for r in records):
+            if collection.one_episode_per_env and not any(_still_running(r[-1]["result"]).any() for r in records):
                 break  # every episode has ended
         with timer.phase("assemble_batch"):
-            return self._assemble(records, observation, episodes, mode, group_size)
+            return self._assemble(records, observation, episodes, collection, group_size)
 
-    def collect_profiled(self, num_steps: int, seed: int, iteration: int, mode: str = "continuing",
+    def collect_profiled(self, num_steps: int, seed: int, iteration: int, collection: Collection = CONTINUING,
                          group_size: int = 1, attempt: int = 0) -> tuple[Rollout, dict]:
         """:meth:`collect`, and where its time went: the driver's waits, each env worker's stepping,
         rendering and resets per stage, the rollout worker's inference per policy module (each denoising
@@ -147,7 +149,7 @@ class RolloutCollector:
         self.env_group.call_all("timings")
         ray.get(self.rollout_worker.timings.remote(forward_details=True))
         started = time.perf_counter()
-        rollout = self.collect(num_steps, seed, iteration, mode, group_size, attempt)
+        rollout = self.collect(num_steps, seed, iteration, collection, group_size, attempt)
         wall = time.perf_counter() - started
         workers = self.env_group.call_all("timings")
         return rollout, {
@@ -158,7 +160,7 @@ class RolloutCollector:
             "rollout_worker": ray.get(self.rollout_worker.timings.remote()),
         }
 
-    def _assemble(self, records, final_observation, episodes, mode, group_size) -> Rollout:
+    def _assemble(self, records, final_observation, episodes, collection: Collection, group_size) -> Rollout:
         steps = len(records[0])
         vocabulary: dict[str, int] = {}
 
@@ -208,7 +210,7 @@ class RolloutCollector:
         group_ids = torch.arange(num_envs) // max(group_size, 1)
         batch["group_id"] = group_ids.reshape(-1, 1).expand(num_envs, steps).clone()
         env_steps = int(per_step(lambda r: r["result"].steps_executed).sum())
-        success = batch["success"].any(dim=1) if mode == "episodes" else None
+        success = batch["success"].any(dim=1) if collection.one_episode_per_env else None
         instructions = [text for text, _ in sorted(vocabulary.items(), key=lambda item: item[1])]
         return Rollout(batch, instructions, episodes, env_steps, success)
 

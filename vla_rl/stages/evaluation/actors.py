@@ -87,13 +87,13 @@ class ExpertActionSource:
         self.name = "expert"
 
     def prepare(self, envs: Any) -> None:
-        envs.use_experts(self.noise_std, self.seed)
+        envs.env_method("use_experts", self.noise_std, self.seed)
 
     def seed_round(self, seed: int) -> None:
         """The experts' noise is seeded where the envs live (:meth:`prepare`)."""
 
     def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
-        return envs.expert_action_chunks()
+        return envs.env_method("expert_action_chunks")
 
 
 def _checkpoints_of(folder: Path) -> list[tuple[int, Path]]:

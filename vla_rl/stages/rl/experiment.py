@@ -1,7 +1,7 @@
 """Assembling an RL run from the composed config: the one place that names concrete envs and policies.
 
 :func:`build_rl_run` starts Ray, builds the env worker group, the rollout worker and the
-FSDP2 actor group, and returns a :class:`vla_rl.trainer.Trainer` ready to ``fit``. The
+FSDP2 actor group, and returns a :class:`vla_rl.stages.rl.trainer.Trainer` ready to ``fit``. The
 policy starts from ``trainer.init_policy`` (a ``save_pretrained`` folder, e.g. the SFT
 policy: its config, weights and dataset statistics) or from ``policy`` with random weights
 and action statistics taken from the env's action bounds.
@@ -25,10 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 import policies  # noqa: F401
 from envs.registry import make, resolve
 from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
-from vla_rl.rollout import RolloutCollector
 from vla_rl.runtime.ray_cluster import init_ray
-from vla_rl.trainer import Trainer
-from vla_rl.trainer_config import TrainerConfig, validate_rl_sections
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
+from vla_rl.stages.rl.rollout import RolloutCollector
+from vla_rl.stages.rl.trainer import Trainer
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
@@ -36,24 +37,6 @@ from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.rollout_worker import RolloutWorker
 
 logger = logging.getLogger(__name__)
-
-
-def env_io_spec(env_id: str, task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The env's spec as plain data (what the policy is built for)."""
-    env = make(f"{env_id}/{task}", **kwargs)
-    try:
-        spec = env.unwrapped.env_spec
-        return {
-            "camera_names": list(spec.camera_names),
-            "image_size": list(spec.image_size),
-            "state_dim": spec.state_dim,
-            "action_low": list(spec.action_low),
-            "action_high": list(spec.action_high),
-            "max_episode_steps": spec.max_episode_steps,
-            "control_hz": spec.control_hz,
-        }
-    finally:
-        env.close()
 
 
 def longest_episode_steps(env_id: str, tasks: tuple[str | None, ...], kwargs: dict[str, Any]) -> int:
@@ -195,7 +178,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
     env_config = EnvWorkerConfig(
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
-        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.rollout_mode == "continuing",
+        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
     )  # fmt: skip
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
@@ -209,8 +192,8 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
             .remote(spec, device, trainer_cfg.torch_threads)
         )
         actors = ActorGroup(
-            trainer_cfg.actor_world_size, spec, algo.optim_config(), algo.update_config(),
-            trainer_cfg.sharding_config(), trainer_cfg.actor_cpus, trainer_cfg.actor_gpus, device,
+            trainer_cfg.actor_world_size, spec, algo.optim, algo.update,
+            trainer_cfg.sharding, trainer_cfg.actor_cpus, trainer_cfg.actor_gpus, device,
             trainer_cfg.torch_threads, trainer_cfg.resources_of("actor"),
         )  # fmt: skip
         from vla_rl.logging.trackers import make_trackers
@@ -244,8 +227,8 @@ class PeriodicEvaluation:
 
     def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
                  tracker: Any, episodes_per_task: int):  # fmt: skip
-        from vla_rl.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.evaluation.from_config import video_settings
+        from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
+        from vla_rl.stages.evaluation.from_config import video_settings
 
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
@@ -257,7 +240,7 @@ class PeriodicEvaluation:
         self.deterministic = bool(cfg.eval.deterministic)
 
     def __call__(self, weights: dict, iteration: int) -> dict[str, float]:
-        from vla_rl.evaluation import PolicyActionSource, evaluate_and_report
+        from vla_rl.stages.evaluation import PolicyActionSource, evaluate_and_report
 
         self.policy.load_state_dict(weights, strict=True)
         output = self.run_dir / "eval" / f"iter_{iteration:06d}"

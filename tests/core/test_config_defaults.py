@@ -1,0 +1,55 @@
+"""One source per default: the algo, trainer, sft, collect and eval sections take their defaults from their
+dataclasses, and the yaml files only override (no value there repeats a default)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from vla_rl.config import REPO_ROOT, load_config
+from vla_rl.config.defaults import section_defaults
+from vla_rl.stages.collect import CollectConfig
+from vla_rl.stages.evaluation.config import EvalConfig
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
+from vla_rl.stages.sft.config import SECTION_PATH_KEYS
+
+
+def leaves(tree: dict, prefix: str = "") -> dict:
+    found = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            found.update(leaves(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
+
+
+GROUP_FILES = sorted(p for group in ("algo", "trainer", "sft", "eval")
+                     for p in (REPO_ROOT / "configs" / group).glob("*.yaml"))  # fmt: skip
+
+
+@pytest.mark.parametrize("path", GROUP_FILES, ids=[f"{p.parent.name}/{p.name}" for p in GROUP_FILES])
+def test_group_files_only_override_the_dataclass_defaults(path):
+    defaults = leaves(section_defaults()[path.parent.name])
+    values = leaves(yaml.safe_load(path.read_text()) or {})
+    repeated = {key: value for key, value in values.items() if key in defaults and defaults[key] == value}
+    assert not repeated, f"{path} repeats dataclass defaults: {repeated}"
+    # advantage_options holds the estimator's keyword arguments (its default is empty); sft names two folders.
+    unknown = [k for k in values if k not in defaults and k not in SECTION_PATH_KEYS and "advantage_options." not in k]
+    assert not unknown, f"{path}: keys that are no field of the section's dataclass: {unknown}"
+
+
+def test_every_field_is_in_the_composed_config_and_overridable_without_a_plus():
+    cfg = load_config(["algo.update.log_ratio_clamp=10", "trainer.sharding.cpu_offload=true", "sft.valid_every=7"])
+    for key, cls in (("algo", AlgoConfig), ("trainer", TrainerConfig), ("collect", CollectConfig), ("eval", EvalConfig)):
+        assert set(cfg[key]) == {f.name for f in dataclasses.fields(cls)}
+    assert "collect" not in yaml.safe_load((REPO_ROOT / "configs" / "config.yaml").read_text())
+    algo, trainer = section(cfg, "algo", AlgoConfig), section(cfg, "trainer", TrainerConfig)
+    assert algo.update.log_ratio_clamp == 10 and trainer.sharding.cpu_offload is True and cfg.sft.valid_every == 7
+    # The defaults the yaml files used to repeat are the dataclasses' own.
+    assert (algo.update.clip_low, algo.update.clip_high, algo.optim.lr) == (0.2, 0.28, 1e-4)
+    assert algo.advantage_options == {"gamma": 0.99, "lam": 0.95, "whiten": True}  # ppo.yaml's override
+    # A '+' that an older command needed to add such a key now sets it.
+    assert load_config(["+algo.update.kl_estimator=k2"]).algo["update"].kl_estimator == "k2"

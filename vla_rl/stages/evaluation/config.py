@@ -1,0 +1,70 @@
+"""Schema of the ``eval`` config section (`vla-rl eval`, the eval stage and the trainer's periodic evaluation).
+
+Defaults live here only; ``configs/eval/*.yaml`` override them. docs/evaluation.md has the details.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vla_rl.fields import FieldError, check_types, require
+
+
+@dataclass
+class VideoConfig:
+    """``eval.video``.
+
+    - ``episodes_per_task``: one mp4 for each of the first this many episodes of every task (0: none).
+    - ``grid_envs``: envs of the first round tiled into one grid mp4 per task (0 or 1: no grid).
+    - ``cameras``: cameras in the video, side by side; empty: the env's first camera.
+    - ``size``: [height, width] of each camera in the video (multiples of 16 encode without padding).
+    """
+
+    episodes_per_task: int = 2
+    grid_envs: int = 4
+    cameras: list[str] = field(default_factory=list)
+    size: list[int] = field(default_factory=lambda: [128, 128])
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        require(self, "episodes_per_task", low=0)
+        require(self, "grid_envs", low=0)
+        if len(self.size) != 2 or min(self.size) < 1:
+            raise FieldError("size", list(self.size), "must be [height, width] of positive integers")
+
+
+@dataclass
+class EvalConfig:
+    """``eval``.
+
+    - ``policy``: what acts: ``expert`` (the env's scripted experts, a baseline), or a path: an exported policy
+      folder (save_pretrained), a training checkpoint (checkpoints/iter_XXXXXX) or a run folder (its latest
+      checkpoint).
+    - ``episodes_per_task``: episode k of a task always starts from the same seed (given ``seed``), on any
+      number of envs.
+    - ``num_envs``: envs stepped together, one episode per env per round; ``num_workers``: 0: envs in this
+      process; N >= 1: N Ray env workers share the envs.
+    - ``deterministic``: sample the policy's mean action (true) or draw from it (false).
+    - ``expert_noise_std``: Gaussian noise (std) on the scripted experts' actions (policy=expert only).
+    - ``output``: eval_info.json, metrics.jsonl and videos/.
+    - ``trackers``: besides metrics.jsonl (always written): console, tensorboard, wandb (offline unless
+      WANDB_MODE=online); ``project``: the tracker project.
+    """
+
+    policy: str = "expert"
+    episodes_per_task: int = 10
+    num_envs: int = 4
+    num_workers: int = 0
+    deterministic: bool = True
+    expert_noise_std: float = 0.0
+    output: str = "${run_dir}/eval"
+    trackers: list[str] = field(default_factory=lambda: ["console"])
+    project: str = "vla-rl"
+    video: VideoConfig = field(default_factory=VideoConfig)
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        require(self, "episodes_per_task", low=1)
+        require(self, "num_envs", low=1)
+        require(self, "num_workers", low=0)
+        require(self, "expert_noise_std", low=0)
