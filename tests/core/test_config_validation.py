@@ -35,7 +35,7 @@ BAD_VALUES = [
     ("algo.advantage_estimator=magic", "'algo.advantage_estimator'='magic': allowed:"),
     ("algo.name=sac", "'algo.name'='sac': allowed: ppo, grpo"),
     ("policy.head.name=nohead", "'policy': unknown action head 'nohead'"),
-    ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'flow_residual'"),
+    ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'residual'"),
     ("policy.factory=no_such_pkg.mod:make", "'policy.factory'='no_such_pkg.mod:make': cannot import module"),
     ("eval.num_envs=0", "'eval.num_envs'=0: must be an integer >= 1"),
     ("collect.episodes_per_task=0", "'collect.episodes_per_task' must be a positive integer"),
