@@ -12,6 +12,10 @@ A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` i
 - ``log_prob(embedding, actions, replay, rl_features=None) -> (log_prob, entropy)``: per action dimension,
   both ``(B, H, A)``; ``entropy`` is ``None`` where the head has no closed form.
   Differentiable with respect to the head's parameters (and the embedding).
+- ``deterministic_action(embedding, generator=None, rl_features=None) -> actions``: the chunk ``(B, H, A)``
+  of the evaluated policy (what ``sample(..., deterministic=True)`` returns), differentiable with respect to
+  the parameters RL trains: the pathwise gradient of the evaluated policy's objective that the alignment
+  benchmark (``vla-rl bench alignment``) compares the PPO gradient with.
 - ``bc_loss(embedding, actions, mask=None) -> scalar``: behaviour-cloning loss on
   normalised expert chunks ``(B, H, A)``; ``mask`` ``(B, H)`` marks valid steps.
 - ``set_training_step(step)``: lets a head follow a schedule over RL training steps
@@ -65,6 +69,14 @@ class ActionHead(nn.Module):
         rl_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         raise NotImplementedError
+
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} has no differentiable deterministic_action")
 
     def check_rl_features(self, embedding: torch.Tensor, rl_features: torch.Tensor | None) -> None:
         """Raise a ValueError naming the shapes unless ``rl_features`` is ``(B, rl_feature_dim)`` (None when 0)."""

@@ -129,18 +129,40 @@ class DenoisingChainHead(ActionHead):
         """The kernel of step ``step`` from chain state ``state`` ``(B, H, A)``, conditioned on ``rl_features``."""
         raise NotImplementedError
 
-    def deterministic_step(self, embedding: torch.Tensor, state: torch.Tensor, step: int) -> torch.Tensor:
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The deterministic sampler's next state ``(B, H, A)`` from ``state`` (Euler ODE, DDIM with eta = 0)."""
         raise NotImplementedError
 
-    @torch.no_grad()
-    def denoise(self, embedding: torch.Tensor, initial_state: torch.Tensor) -> torch.Tensor:
-        """The deterministic chain from ``initial_state`` ``(B, H, A)`` to an action chunk ``(B, H, A)`` (no gradient)."""
+    def deterministic_chain(
+        self, embedding: torch.Tensor, initial_state: torch.Tensor, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The deterministic chain from ``initial_state`` ``(B, H, A)`` to an action chunk ``(B, H, A)``, every
+        step with gradients (through the parameters and ``initial_state``)."""
         check_embedding(embedding, self.embedding_dim)
         state = initial_state
         for step in range(self.num_steps):
-            state = self.deterministic_step(embedding, state, step)
+            state = self.deterministic_step(embedding, state, step, rl_features)
         return state
+
+    @torch.no_grad()
+    def denoise(self, embedding: torch.Tensor, initial_state: torch.Tensor) -> torch.Tensor:
+        """:meth:`deterministic_chain` without gradients and without RL-only features (what a refiner's base runs)."""
+        return self.deterministic_chain(embedding, initial_state)
+
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``sample(..., deterministic=True)``'s chunk ``(B, H, A)`` with gradients through every step (also those
+        RL leaves out, which share the parameters): from :meth:`initial_state`, drawn with ``generator``."""
+        embedding = self.rl_embedding(embedding, rl_features)
+        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
+        state = self.initial_state(shape, generator, embedding.device, embedding.dtype)
+        return self.deterministic_chain(embedding, state, rl_features)
 
     def choice_keys(self) -> tuple[str, ...]:
         """Names of the per-sample choices that :meth:`draw_choices` returns."""

@@ -164,9 +164,11 @@ class DiffusionHead(DenoisingChainHead):
         time = torch.full((1,), float(self.timesteps[step]), device=state.device)
         return self.denoiser(state, time, embedding, condition_offset=self.condition_offset(rl_features))
 
-    def deterministic_step(self, embedding: torch.Tensor, state: torch.Tensor, step: int) -> torch.Tensor:
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """One DDIM step with eta = 0 ``(B, H, A)``."""
-        predicted_noise = self.predicted_noise(embedding, state, step)
+        predicted_noise = self.predicted_noise(embedding, state, step, rl_features)
         return self.ddim_scheduler.step(predicted_noise, self.timesteps[step], state, eta=0.0).prev_sample
 
     def step_kernel(

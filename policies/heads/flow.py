@@ -152,9 +152,11 @@ class FlowHead(DenoisingChainHead):
     def learns_step_std(self) -> bool:
         return self.noise_network is not None
 
-    def deterministic_step(self, embedding: torch.Tensor, state: torch.Tensor, step: int) -> torch.Tensor:
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """One Euler step of the ODE ``x_{t - dt} = x_t - dt * v`` ``(B, H, A)``."""
-        return state - self.step_size * self.velocity(embedding, state, self.time_of_step(step))
+        return state - self.step_size * self.velocity(embedding, state, self.time_of_step(step), rl_features)
 
     def choice_keys(self) -> tuple[str, ...]:
         if self.config.rl_method == "noise":

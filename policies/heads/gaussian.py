@@ -151,6 +151,17 @@ class GaussianHead(ActionHead):
             return torch.tanh(pre_tanh), replay
         return pre_tanh, replay
 
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The mean chunk ``(B, H, A)`` (squashed where the head squashes), with gradients."""
+        self.check_rl_features(embedding, rl_features)
+        mean, _ = self.distribution_parameters(embedding)
+        return torch.tanh(mean) if self.config.squash else mean
+
     def _pre_tanh(self, actions: torch.Tensor, replay: dict[str, torch.Tensor] | None) -> torch.Tensor:
         if not self.config.squash:
             return actions

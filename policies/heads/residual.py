@@ -88,6 +88,22 @@ class ResidualHead(Refiner):
         replay = {"base_action": base, "residual": residual, "log_prob": gaussian_log_prob(residual, mean, std)}
         return base + residual, replay
 
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The base chunk plus the correction's mean ``(B, H, A)``, with gradients through the correction."""
+        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
+        noise = (
+            torch.zeros(shape, device=embedding.device, dtype=embedding.dtype)
+            if self.config.base_noise == "zero"
+            else torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
+        )
+        base = self.base.denoise(embedding, noise)
+        return base + self.residual_distribution(embedding, base, rl_features)[0]
+
     def log_prob(
         self,
         embedding: torch.Tensor,

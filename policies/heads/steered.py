@@ -79,6 +79,16 @@ class SteeredHead(Refiner):
         actions = self.base.denoise(embedding, latent.detach())
         return actions, {"latent": latent.detach(), "log_prob": gaussian_log_prob(latent, mean, std)}
 
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The base's deterministic chain from the latent mean ``(B, H, A)``, with gradients through both."""
+        mean, _ = self.latent_distribution(embedding, rl_features)
+        return self.base.deterministic_chain(embedding.detach() if self.config.detach_embedding else embedding, mean)
+
     def log_prob(
         self,
         embedding: torch.Tensor,

@@ -262,3 +262,15 @@ def test_wrong_inputs_raise_errors_that_name_the_problem() -> None:
         head.log_prob(embedding, actions + 1.0, replay)
     with pytest.raises(ValueError, match=r"action chunks of shape \(3, 3, 2\)"):
         head.log_prob(embedding, actions[:, :2], replay)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_deterministic_action_is_the_deterministic_sample_with_gradients(variant: str) -> None:
+    head = make_head(variant)
+    embedding = torch.randn(4, EMBEDDING_DIM)
+    with torch.no_grad():
+        expected, _ = head.sample(embedding, deterministic=True, generator=torch.Generator().manual_seed(3))
+    actual = head.deterministic_action(embedding, torch.Generator().manual_seed(3))
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    actual.square().sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in head.parameters())
