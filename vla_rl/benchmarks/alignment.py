@@ -7,8 +7,11 @@ on a toy reward whose gradient autograd gives exactly:
   the run's tasks, encoded once (embedding ``(N, D)`` and, where the policy has them, RL-only features
   ``(N, F)``, held fixed: the gradients below are over the head's parameters).
 - Toy reward ``r(c, a) = -mean_{h, a}(a - g_c)^2`` on normalised chunks ``(H, A)``, with a target
-  ``g_c = 0.5 tanh(W e_c)`` from a fixed Gaussian matrix ``W`` (``seed``): smooth, context-dependent, and no
-  head is optimal for it by construction.
+  ``g_c = anchor_c + target_offset * tanh(W e_c / sqrt(D))`` from a fixed Gaussian matrix ``W`` (``seed``):
+  smooth, context-dependent, and no head is optimal for it by construction. ``target_from="policy"`` (the
+  default) anchors it at the evaluated policy's mean chunk in that context (over 16 draws of its noise), so
+  that RL must make small context-dependent corrections, as when fine-tuning a competent SFT policy;
+  ``"zero"`` anchors it at 0, a far target that any update shifting every chunk the same way approaches.
 - The evaluated policy is the head's deterministic chunk ``mu_theta(c, x_0)`` (``deterministic_action``: the
   flow's ODE from its initial noise, DDIM, a Gaussian's mean, ...). Its objective ``J = E_c E_x0 r(c, mu)``
   has the pathwise gradient ``grad J``, estimated by autograd over ``true_samples`` draws of (c, x_0); the
@@ -54,6 +57,8 @@ class AlignmentSettings:
     true_samples: int = 4000
     baseline_samples: int = 4
     num_contexts: int = 32
+    target_from: str = "policy"
+    target_offset: float = 0.1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -61,6 +66,10 @@ class AlignmentSettings:
                      "num_contexts"):  # fmt: skip
             if getattr(self, name) < (2 if name == "repeats" else 1):
                 raise ValueError(f"bench alignment: {name}={getattr(self, name)} must be >= {2 if name == 'repeats' else 1}")
+        if self.target_from not in ("policy", "zero"):
+            raise ValueError(f"bench alignment: target_from={self.target_from!r}; use 'policy' or 'zero'")
+        if not self.target_offset > 0:
+            raise ValueError(f"bench alignment: target_offset={self.target_offset} must be > 0")
         if self.minibatch_size is not None and self.minibatch_size < 2:
             raise ValueError(f"bench alignment: minibatch_size={self.minibatch_size} must be >= 2 (advantages are whitened)")
 
@@ -130,15 +139,24 @@ def encode_contexts(policy: torch.nn.Module, setup: BenchSetup, count: int) -> t
 class ToyProblem:
     """The contexts, the toy reward and the two gradient estimates of one head; see the module docstring."""
 
-    def __init__(self, head: torch.nn.Module, embedding: torch.Tensor, features: torch.Tensor | None, seed: int) -> None:
+    def __init__(self, head: torch.nn.Module, embedding: torch.Tensor, features: torch.Tensor | None, seed: int,
+                 target_from: str = "policy", target_offset: float = 0.1) -> None:  # fmt: skip
         self.head, self.embedding, self.features = head, embedding, features
         generator = torch.Generator().manual_seed(seed)
         weight = torch.randn(embedding.shape[1], head.chunk_size * head.action_dim, generator=generator)
-        self.target = 0.5 * torch.tanh(embedding @ weight / math.sqrt(embedding.shape[1])).view(
-            -1, head.chunk_size, head.action_dim
-        )
+        offset = target_offset * torch.tanh(embedding @ weight / math.sqrt(embedding.shape[1]))
         self.generator = torch.Generator().manual_seed(seed + 1)
+        self.target = offset.view(-1, head.chunk_size, head.action_dim) + self._anchor(target_from)
         self.parameters = self._ppo_parameters()
+
+    @torch.no_grad()
+    def _anchor(self, target_from: str, draws: int = 16) -> torch.Tensor | float:
+        """0, or the evaluated policy's mean chunk ``(N, H, A)`` in each context over ``draws`` draws of its noise."""
+        if target_from == "zero":
+            return 0.0
+        embedding, features = self._inputs(torch.arange(self.embedding.shape[0]).repeat(draws))
+        actions = self.head.deterministic_action(embedding, self.generator, features)
+        return actions.view(draws, -1, self.head.chunk_size, self.head.action_dim).mean(0)
 
     def reward(self, contexts: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``(B,)`` toy rewards of chunks ``(B, H, A)`` in contexts ``(B,)`` (indices)."""
@@ -220,7 +238,7 @@ def measure_alignment(head: torch.nn.Module, embedding: torch.Tensor, features: 
                       settings: AlignmentSettings, minibatch_size: int) -> dict[str, Any]:  # fmt: skip
     """The figures of the module docstring for ``head`` on contexts ``embedding`` ``(N, D)`` (and ``features``)."""
     torch.manual_seed(settings.seed)
-    problem = ToyProblem(head, embedding, features, settings.seed)
+    problem = ToyProblem(head, embedding, features, settings.seed, settings.target_from, settings.target_offset)
     true, self_cosine = problem.true_gradient(settings.true_samples)
     estimates = torch.stack([problem.ppo_gradient(minibatch_size, settings.baseline_samples)
                              for _ in range(settings.repeats)])  # fmt: skip
@@ -235,6 +253,7 @@ def measure_alignment(head: torch.nn.Module, embedding: torch.Tensor, features: 
         "signal_to_noise_at_minibatch": round(signal_to_noise(estimates), 4),
         "true_gradient_self_cosine": round(self_cosine, 3),
         "true_samples": settings.true_samples,
+        "target": {"from": settings.target_from, "offset": settings.target_offset},
         "parameters": sum(p.numel() for p in problem.parameters),
     }
 

@@ -80,7 +80,8 @@ def _alignment_benchmark(args: argparse.Namespace) -> dict:
 
     settings = AlignmentSettings(
         minibatch_size=args.minibatch_size, reference_batch=args.reference_batch, repeats=args.repeats or 10,
-        true_samples=args.true_samples, num_contexts=args.contexts, seed=args.seed,
+        true_samples=args.true_samples, num_contexts=args.contexts, seed=args.seed, target_from=args.target_from,
+        target_offset=args.target_offset,
     )  # fmt: skip
     return run_alignment_benchmark(load_config(args.overrides), settings, args.policy)
 
@@ -103,6 +104,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--true-samples", type=int, default=4000,
                        help="bench alignment: draws of the evaluated policy's gradient")
     bench.add_argument("--contexts", type=int, default=32, help="bench alignment: env observations after reset")
+    bench.add_argument("--target-from", choices=["policy", "zero"], default="policy",
+                       help="bench alignment: the toy reward's target is near the evaluated policy's chunk, or near 0")
+    bench.add_argument("--target-offset", type=float, default=0.1,
+                       help="bench alignment: the target's context-dependent offset from its anchor (normalised units)")
     bench.add_argument("--min-seconds", type=float, default=3.0,
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
     add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")
