@@ -18,7 +18,10 @@ from policies.heads.flow import FlowHeadConfig
 
 _FLOW_OPTIONS = {field.name for field in dataclasses.fields(FlowHeadConfig)} - {"detach_embedding"}
 # old name -> (new name, prefix of the refiner's own options, the module holding the refiner's weights)
-_REFINERS = {"flow_residual": ("residual", "residual_", "residual"), "flow_steered": ("steered", "latent_", "latent")}
+_REFINERS = {
+    "flow_residual": ("residual", "residual_", "residual"),
+    "flow_steered": ("steered", "latent_", "latent"),
+}
 _HINTS = {
     "flow_residual": "name: residual, options: {base: {name: flow, options: {...}}, hidden_dim: ..., ...}",
     "flow_steered": "name: steered, options: {base: {name: flow, options: {...}}, init_std: ..., ...}",
@@ -50,6 +53,8 @@ def upgrade_weights(head_name: str, weights: dict[str, Any], prefix: str = "head
         return weights
     own = prefix + _REFINERS[head_name][2] + "."
     return {
-        prefix + "base." + key[len(prefix):] if key.startswith(prefix) and not key.startswith(own) else key: value
+        prefix + "base." + key[len(prefix) :]
+        if key.startswith(prefix) and not key.startswith(own)
+        else key: value
         for key, value in weights.items()
     }

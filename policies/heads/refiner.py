@@ -45,7 +45,9 @@ class RefinerConfig:
     def __post_init__(self) -> None:
         check_bounded_gaussian_options(self.init_std, self.log_std_min, self.log_std_max, self.mean_bound, "")
         if self.hidden_dim <= 0 or self.num_layers <= 0:
-            raise ValueError(f"hidden_dim={self.hidden_dim} and num_layers={self.num_layers} must both be positive")
+            raise ValueError(
+                f"hidden_dim={self.hidden_dim} and num_layers={self.num_layers} must both be positive"
+            )
         self.base = check_base(self.base)
 
 
@@ -58,7 +60,9 @@ def check_base(base: Any) -> dict[str, Any]:
     name, options = base["name"], dict(base.get("options") or {})
     chains = sorted(key for key, cls in HEADS.items() if issubclass(cls, DenoisingChainHead))
     if name not in chains:
-        raise ValueError(f"base.name={name!r}: a refiner wraps a head with a denoising chain, one of {chains}")
+        raise ValueError(
+            f"base.name={name!r}: a refiner wraps a head with a denoising chain, one of {chains}"
+        )
     head_config(name, **options)
     return {"name": name, "options": options}
 
@@ -79,7 +83,9 @@ class Refiner(ActionHead):
         self.config = config
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         self.rl_feature_dim = rl_feature_dim
-        base = build_head(config.base["name"], embedding_dim, chunk_size, action_dim, **config.base["options"])
+        base = build_head(
+            config.base["name"], embedding_dim, chunk_size, action_dim, **config.base["options"]
+        )
         assert isinstance(base, DenoisingChainHead)
         self.base = base
 

@@ -81,11 +81,17 @@ class ResidualHead(Refiner):
         )
         base = self.base.denoise(embedding, noise)
         mean, std = self.residual_distribution(embedding, base, rl_features)
-        residual = mean if deterministic else mean + std * torch.randn(
-            shape, generator=generator, device=mean.device, dtype=mean.dtype
+        residual = (
+            mean
+            if deterministic
+            else mean + std * torch.randn(shape, generator=generator, device=mean.device, dtype=mean.dtype)
         )
         residual = residual.detach()
-        replay = {"base_action": base, "residual": residual, "log_prob": gaussian_log_prob(residual, mean, std)}
+        replay = {
+            "base_action": base,
+            "residual": residual,
+            "log_prob": gaussian_log_prob(residual, mean, std),
+        }
         return base + residual, replay
 
     def deterministic_action(
@@ -115,7 +121,9 @@ class ResidualHead(Refiner):
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
         missing = [key for key in ("base_action", "residual") if key not in replay]
         if missing:
-            raise KeyError(f"replay lacks {missing} (has {sorted(replay)}); pass the replay dict that sample() returned")
+            raise KeyError(
+                f"replay lacks {missing} (has {sorted(replay)}); pass the replay dict that sample() returned"
+            )
         base, residual = replay["base_action"], replay["residual"]
         mismatch = (base + residual - actions).abs().max().item() if actions.numel() else 0.0
         if mismatch > 1e-3:

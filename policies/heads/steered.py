@@ -75,7 +75,9 @@ class SteeredHead(Refiner):
         if deterministic:
             latent = mean
         else:
-            latent = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            latent = mean + std * torch.randn(
+                mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
+            )
         actions = self.base.denoise(embedding, latent.detach())
         return actions, {"latent": latent.detach(), "log_prob": gaussian_log_prob(latent, mean, std)}
 
@@ -87,7 +89,9 @@ class SteeredHead(Refiner):
     ) -> torch.Tensor:
         """The base's deterministic chain from the latent mean ``(B, H, A)``, with gradients through both."""
         mean, _ = self.latent_distribution(embedding, rl_features)
-        return self.base.deterministic_chain(embedding.detach() if self.config.detach_embedding else embedding, mean)
+        return self.base.deterministic_chain(
+            embedding.detach() if self.config.detach_embedding else embedding, mean
+        )
 
     def log_prob(
         self,

@@ -46,7 +46,9 @@ def old_folder(tmp_path, old_name: str):
     assert upgrade_head({"name": old_name, "options": old_options}) == new_head
     config = tiny_config("flow")
     config.head = HeadConfig(**new_head)
-    config.rl_vision = RLVisionConfig(enabled=old_name != "flow_steered", kind="pixels", downsample=4, feature_dim=6)
+    config.rl_vision = RLVisionConfig(
+        enabled=old_name != "flow_steered", kind="pixels", downsample=4, feature_dim=6
+    )
     torch.manual_seed(0)
     policy = VLAPolicy(config, tiny_spec(), tiny_stats())
     with torch.no_grad():

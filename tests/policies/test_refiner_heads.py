@@ -33,7 +33,9 @@ def deterministic_chain(base, embedding: torch.Tensor, noise: torch.Tensor) -> t
     if base.config_class.__name__.startswith("Flow"):
         dt = 1.0 / STEPS
         for k in range(STEPS):
-            state = state - dt * base.denoiser(state, torch.full((1,), (1.0 - k * dt) * base.config.time_scale), embedding)
+            state = state - dt * base.denoiser(
+                state, torch.full((1,), (1.0 - k * dt) * base.config.time_scale), embedding
+            )
         return state
     total = base.config.num_train_timesteps
     grid = [total - 1 - k * total // STEPS for k in range(STEPS)]
@@ -55,7 +57,9 @@ def rl_gradient(head, small_policy) -> tuple[torch.Tensor, set[str]]:
         actions, replay = head.sample(embedding)
     log_prob, _ = head.log_prob(embedding, actions, replay)
     log_prob.sum().backward()
-    return embedding, {name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    return embedding, {
+        name for name, p in head.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0
+    }
 
 
 @pytest.mark.parametrize("base", sorted(BASES))
@@ -136,10 +140,14 @@ def test_bad_options_and_replays_raise_naming_the_option() -> None:
         residual.log_prob(embedding, actions, {"base_action": replay["base_action"]})
     with pytest.raises(ValueError, match="base_noise='gauss'"):
         make_head("residual", base_noise="gauss")
-    with pytest.raises(ValueError, match=r"base.name='gaussian': a refiner wraps a head with a denoising chain"):
+    with pytest.raises(
+        ValueError, match=r"base.name='gaussian': a refiner wraps a head with a denoising chain"
+    ):
         build_head("residual", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, base={"name": "gaussian"})
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['no_such'\] for action head 'flow'"):
-        build_head("steered", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, base={"name": "flow", "options": {"no_such": 1}})
+        build_head(
+            "steered", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, base={"name": "flow", "options": {"no_such": 1}}
+        )
     with pytest.raises(ValueError, match="'flow_residual' was renamed.*name: residual"):
         build_head("flow_residual", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM)
 
@@ -160,7 +168,9 @@ def test_refiner_with_rl_features_keeps_its_base_and_moves_by_them(kind, small) 
     if kind == "residual":  # the base never reads them
         assert torch.equal(replay["base_action"], other_replay["base_action"])
     with torch.no_grad():
-        actions, replay = head.sample(embedding, rl_features=features, generator=torch.Generator().manual_seed(2))
+        actions, replay = head.sample(
+            embedding, rl_features=features, generator=torch.Generator().manual_seed(2)
+        )
     log_prob, _ = head.log_prob(embedding, actions, replay, rl_features=features)
     log_prob.sum().backward()
     assert features.grad is not None and features.grad.abs().sum() > 0

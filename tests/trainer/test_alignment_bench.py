@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from policies.heads import build_head
-from vla_rl.benchmarks.alignment import AlignmentSettings, ToyProblem, cosine, measure_alignment, signal_to_noise
+from vla_rl.benchmarks.alignment import (
+    AlignmentSettings,
+    ToyProblem,
+    cosine,
+    measure_alignment,
+    signal_to_noise,
+)
 from vla_rl.cli import main
 
 CONTEXTS, EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM = 16, 6, 2, 3
@@ -35,7 +41,10 @@ def test_true_gradient_is_the_closed_form_and_ppo_agrees_with_it_at_large_batch(
     head = linear_gaussian_head()
     embedding = torch.randn(CONTEXTS, EMBEDDING_DIM)
     problem = ToyProblem(head, embedding, None, seed=0)
-    assert problem.parameters == [head.network[-1].weight, head.network[-1].bias]  # the frozen std is left out
+    assert problem.parameters == [
+        head.network[-1].weight,
+        head.network[-1].bias,
+    ]  # the frozen std is left out
     expected = closed_form_gradient(head, embedding, problem.target)
     true, self_cosine = problem.true_gradient(samples=8000)  # contexts drawn with replacement
     assert cosine(true, expected) > 0.999 and self_cosine > 0.99
@@ -74,5 +83,7 @@ def test_bench_alignment_command_prints_the_figures_for_the_configured_head(caps
     assert code == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["head"] == "flow" and result["head_options"]["hybrid"] is True
-    assert result["minibatch_size"] == 32  # 16 envs x 8 chunks (reach: 32 steps) over 4 mini-batches, as RL trains
+    assert (
+        result["minibatch_size"] == 32
+    )  # 16 envs x 8 chunks (reach: 32 steps) over 4 mini-batches, as RL trains
     assert -1 <= result["cosine_at_minibatch"]["median"] <= 1 and result["true_gradient_self_cosine"] <= 1

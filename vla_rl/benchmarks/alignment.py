@@ -65,13 +65,17 @@ class AlignmentSettings:
         for name in ("reference_batch", "repeats", "reference_repeats", "true_samples", "baseline_samples",
                      "num_contexts"):  # fmt: skip
             if getattr(self, name) < (2 if name == "repeats" else 1):
-                raise ValueError(f"bench alignment: {name}={getattr(self, name)} must be >= {2 if name == 'repeats' else 1}")
+                raise ValueError(
+                    f"bench alignment: {name}={getattr(self, name)} must be >= {2 if name == 'repeats' else 1}"
+                )
         if self.target_from not in ("policy", "zero"):
             raise ValueError(f"bench alignment: target_from={self.target_from!r}; use 'policy' or 'zero'")
         if not self.target_offset > 0:
             raise ValueError(f"bench alignment: target_offset={self.target_offset} must be > 0")
         if self.minibatch_size is not None and self.minibatch_size < 2:
-            raise ValueError(f"bench alignment: minibatch_size={self.minibatch_size} must be >= 2 (advantages are whitened)")
+            raise ValueError(
+                f"bench alignment: minibatch_size={self.minibatch_size} must be >= 2 (advantages are whitened)"
+            )
 
 
 def configured_minibatch_size(setup: BenchSetup) -> int:
@@ -79,7 +83,9 @@ def configured_minibatch_size(setup: BenchSetup) -> int:
     from vla_rl.workers.ppo_update import UpdateConfig
 
     trainer = setup.trainer
-    chunks = trainer.num_env_workers * trainer.num_stages * trainer.envs_per_stage * int(trainer.rollout_steps)
+    chunks = (
+        trainer.num_env_workers * trainer.num_stages * trainer.envs_per_stage * int(trainer.rollout_steps)
+    )
     return max(2, chunks // UpdateConfig(**setup.algo.update).num_minibatches)
 
 
@@ -112,7 +118,9 @@ def policy_with_weights(setup: BenchSetup, folder: str | None) -> torch.nn.Modul
 
 
 @torch.no_grad()
-def encode_contexts(policy: torch.nn.Module, setup: BenchSetup, count: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def encode_contexts(
+    policy: torch.nn.Module, setup: BenchSetup, count: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Embeddings ``(N, D)`` and RL-only features ``(N, F)`` or None of the env's first observations."""
     from envs.registry import make
 
@@ -128,7 +136,10 @@ def encode_contexts(policy: torch.nn.Module, setup: BenchSetup, count: int) -> t
         for env in envs.values():
             env.close()
     batch = {
-        "images": {camera: np.stack([o["images"][camera] for o in observations]) for camera in observations[0]["images"]},
+        "images": {
+            camera: np.stack([o["images"][camera] for o in observations])
+            for camera in observations[0]["images"]
+        },
         "instruction": [o["instruction"] for o in observations],
     }
     if "state" in observations[0]:
@@ -170,7 +181,12 @@ class ToyProblem:
 
     def _gradient(self, loss: torch.Tensor, parameters: list[torch.nn.Parameter]) -> torch.Tensor:
         grads = torch.autograd.grad(loss, parameters, allow_unused=True)
-        return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(parameters, grads)])
+        return torch.cat(
+            [
+                (torch.zeros_like(p) if g is None else g).flatten()
+                for p, g in zip(parameters, grads, strict=True)
+            ]
+        )
 
     def _ppo_parameters(self) -> list[torch.nn.Parameter]:
         """The head's parameters that PPO's loss reaches (a probe batch's log-prob gradient is not None)."""
@@ -181,9 +197,11 @@ class ToyProblem:
             actions, replay = self.head.sample(embedding, generator=self.generator, rl_features=features)
         log_prob, _ = self.head.log_prob(embedding, actions, replay, rl_features=features)
         grads = torch.autograd.grad(log_prob.sum(), candidates, allow_unused=True)
-        reached = [p for p, g in zip(candidates, grads) if g is not None]
+        reached = [p for p, g in zip(candidates, grads, strict=True) if g is not None]
         if not reached:
-            raise ValueError("bench alignment: the head's log-prob reaches none of its parameters; nothing for PPO to train")
+            raise ValueError(
+                "bench alignment: the head's log-prob reaches none of its parameters; nothing for PPO to train"
+            )
         return reached
 
     def true_gradient(self, samples: int, chunk: int = 500) -> tuple[torch.Tensor, float]:
@@ -208,7 +226,9 @@ class ToyProblem:
             rewards = self.reward(contexts, actions)
             repeated = contexts.repeat(baseline_samples)
             repeated_embedding, repeated_features = self._inputs(repeated)
-            other, _ = self.head.sample(repeated_embedding, generator=self.generator, rl_features=repeated_features)
+            other, _ = self.head.sample(
+                repeated_embedding, generator=self.generator, rl_features=repeated_features
+            )
             values = self.reward(repeated, other).view(baseline_samples, size).mean(0)
             advantages = rewards - values
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -238,7 +258,9 @@ def measure_alignment(head: torch.nn.Module, embedding: torch.Tensor, features: 
                       settings: AlignmentSettings, minibatch_size: int) -> dict[str, Any]:  # fmt: skip
     """The figures of the module docstring for ``head`` on contexts ``embedding`` ``(N, D)`` (and ``features``)."""
     torch.manual_seed(settings.seed)
-    problem = ToyProblem(head, embedding, features, settings.seed, settings.target_from, settings.target_offset)
+    problem = ToyProblem(
+        head, embedding, features, settings.seed, settings.target_from, settings.target_offset
+    )
     true, self_cosine = problem.true_gradient(settings.true_samples)
     estimates = torch.stack([problem.ppo_gradient(minibatch_size, settings.baseline_samples)
                              for _ in range(settings.repeats)])  # fmt: skip
@@ -258,10 +280,14 @@ def measure_alignment(head: torch.nn.Module, embedding: torch.Tensor, features: 
     }
 
 
-def run_alignment_benchmark(cfg: DictConfig, settings: AlignmentSettings, policy_folder: str | None = None) -> dict:
+def run_alignment_benchmark(
+    cfg: DictConfig, settings: AlignmentSettings, policy_folder: str | None = None
+) -> dict:
     """``vla-rl bench alignment``: the run's policy and contexts from ``cfg``, then :func:`measure_alignment`."""
     if policy_folder is not None and not (Path(policy_folder) / "config.json").is_file():
-        raise ValueError(f"bench alignment: --policy {policy_folder!r} is not a save_pretrained folder (no config.json)")
+        raise ValueError(
+            f"bench alignment: --policy {policy_folder!r} is not a save_pretrained folder (no config.json)"
+        )
     setup = bench_setup(cfg)
     policy = policy_with_weights(setup, policy_folder)
     embedding, features = encode_contexts(policy, setup, settings.num_contexts)
