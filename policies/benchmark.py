@@ -146,7 +146,8 @@ def benchmark_frozen_flow_updates(batch_size: int, repeats: int) -> dict[str, An
     rates = {}
     for name, (detach_value, rl_vision) in settings.items():
         config = PolicyConfig(value=ValueConfig(detach_input=detach_value), rl_vision=rl_vision)
-        rates[name] = benchmark_head("flow_residual", batch_size, repeats, config)["ppo_train_samples_per_s"]
+        config.head = HeadConfig(name="residual", options={"base": {"name": "flow", "options": {}}})
+        rates[name] = benchmark_head("residual", batch_size, repeats, config)["ppo_train_samples_per_s"]
     return {"ppo_train_samples_per_s": rates,
             "ratio_to_reencoding": {name: round(rate / rates["reencode_images"], 2) for name, rate in rates.items()}}
 

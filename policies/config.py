@@ -89,7 +89,7 @@ class RLVisionConfig:
     """An image encoder that only RL trains (``policies.encoders.rl_vision``), for heads that read it.
 
     Attributes:
-        enabled: build it; the head must read RL features (the ``flow_residual`` head does).
+        enabled: build it; the head must read RL features (every head but ``gaussian`` does).
         kind: "keypoints" (a two-layer CNN and a spatial softmax per camera,
             ``policies.encoders.keypoints``) or "pixels" (pooled pixels through one linear layer,
             ``policies.encoders.pixels``).

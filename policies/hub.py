@@ -11,6 +11,9 @@ folder or an installed package), not saved: its weights are not part of ``state_
 (see ``policies.encoders.pretrained_language``). Loading reads it from that source, offline;
 a machine that loads the policy needs the same source. A trainable one is saved like any
 other module.
+
+A folder whose head has since been renamed (``policies.heads.legacy``) loads as today's head: its head
+section and weight names are upgraded on the way in, with the same behaviour.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from policies.config import PolicyConfig, PolicyIOSpec
+from policies.heads.legacy import upgrade_head, upgrade_weights
 from policies.normalization import load_stats, save_stats
 
 if TYPE_CHECKING:
@@ -88,8 +92,11 @@ def load_config(directory: str | Path) -> tuple[PolicyConfig, PolicyIOSpec]:
     for key in ("policy", "io_spec"):
         if key not in data:
             raise ValueError(f"{str(path)!r} lacks {key!r}; it has {sorted(data)}")
+    policy = dict(data["policy"])
+    if isinstance(policy.get("head"), dict):
+        policy["head"] = upgrade_head(policy["head"])
     try:
-        return PolicyConfig.from_dict(data["policy"]), PolicyIOSpec.from_spec(data["io_spec"])
+        return PolicyConfig.from_dict(policy), PolicyIOSpec.from_spec(data["io_spec"])
     except ValueError as error:
         raise ValueError(f"invalid policy config in {str(path)!r}: {error}") from error
 
@@ -131,6 +138,8 @@ def load_pretrained(directory: str | Path, device: str | torch.device | None = N
         weights = load_file(str(weights_path))
     except (SafetensorError, OSError) as error:
         raise ValueError(f"cannot read weights file {str(weights_path)!r}: {error}") from error
+    saved_head = _read_json(directory / CONFIG_FILE)["policy"].get("head", {})
+    weights = upgrade_weights(saved_head.get("name", ""), weights)
     load_state_dict_strict(policy, weights, str(weights_path))
     if device is not None:
         policy.to(device)

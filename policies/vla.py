@@ -22,7 +22,7 @@ constant, so PPO ratios are unchanged), and clipping is part of the env, as usua
 
 ``config.rl_vision.enabled`` adds a second, small image encoder that only RL trains
 (``config.rl_vision.kind``: keypoints or pooled pixels, :mod:`policies.encoders.rl_vision`): its features
-``(B, F)`` go to the head's RL policy (heads with ``reads_rl_features``) and to the critic, never to
+``(B, F)`` go to the head's RL policy (its ``rl_features`` input) and to the critic, never to
 ``bc_loss``. It is computed from the images in ``act`` and again in ``evaluate`` (it is trained, so it
 cannot be stored).
 """
@@ -91,10 +91,10 @@ class VLAPolicy(nn.Module):
         self.head = (
             head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim, rl_feature_dim)
         )
-        if rl_feature_dim and getattr(self.head, "rl_feature_dim", 0) != rl_feature_dim:
+        if self.head.rl_feature_dim != rl_feature_dim:
             raise ValueError(
                 f"policy.rl_vision makes {rl_feature_dim} features but the given head reads "
-                f"{getattr(self.head, 'rl_feature_dim', 0)}; build it with rl_feature_dim={rl_feature_dim}"
+                f"{self.head.rl_feature_dim}; build it with rl_feature_dim={rl_feature_dim}"
             )
         if (self.head.chunk_size, self.head.action_dim) != (config.chunk_size, spec.action_dim):
             raise ValueError(
@@ -182,10 +182,6 @@ class VLAPolicy(nn.Module):
             embedding = self.encoder(images, state, instructions)
         return embedding, None if self.rl_vision is None else self.rl_vision(images)
 
-    @staticmethod
-    def _head_inputs(rl_features: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        return {} if rl_features is None else {"rl_features": rl_features}
-
     # ----------------------------------------------------------------------------- protocol
     @torch.no_grad()
     def act(
@@ -197,9 +193,10 @@ class VLAPolicy(nn.Module):
         ``extras`` (see the module docstring).
         """
         embedding, rl_features = self.encode(obs)
-        rl_inputs = self._head_inputs(rl_features)
-        normalized, replay = self.head.sample(embedding, deterministic=deterministic, generator=generator, **rl_inputs)
-        log_prob, _ = self.head.log_prob(embedding, normalized, replay, **rl_inputs)
+        normalized, replay = self.head.sample(
+            embedding, deterministic=deterministic, generator=generator, rl_features=rl_features
+        )
+        log_prob, _ = self.head.log_prob(embedding, normalized, replay, rl_features=rl_features)
         actions = self.normalizer.unnormalize("action", normalized)
         actions = torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
         extras = {
@@ -232,7 +229,7 @@ class VLAPolicy(nn.Module):
             if key.startswith(REPLAY_PREFIX)
         }
         actions = self._tensor(extras["action_normalized"], torch.float32)
-        log_prob, entropy = self.head.log_prob(embedding, actions, replay, **self._head_inputs(rl_features))
+        log_prob, entropy = self.head.log_prob(embedding, actions, replay, rl_features=rl_features)
         return log_prob, entropy, self.value_head(embedding, rl_features)
 
     def value(self, obs: Observation) -> torch.Tensor:

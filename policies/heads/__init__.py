@@ -1,7 +1,9 @@
 """Action heads behind one contract (:mod:`policies.heads.base`), built by name.
 
 ``HEADS`` maps a name to a head class; each class has a ``config_class`` dataclass whose fields are
-the options ``build_head`` accepts. A user's own head plugs in by adding it to ``HEADS``.
+the options ``build_head`` accepts. A user's own head plugs in by adding it to ``HEADS``. Heads with a
+denoising chain (:class:`DenoisingChainHead`: flow, diffusion) can be wrapped by a refiner (residual,
+steered) through its ``base`` option.
 """
 
 from __future__ import annotations
@@ -10,20 +12,20 @@ import dataclasses
 from typing import Any
 
 from policies.heads.base import ActionHead, LogProbGranularity, reduce_log_prob
+from policies.heads.chain import DenoisingChainHead
 from policies.heads.diffusion import DiffusionHead, DiffusionHeadConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
-from policies.heads.flow_rl_features import RLFeatureFlowHead, RLFeatureFlowHeadConfig
 from policies.heads.gaussian import GaussianHead, GaussianHeadConfig
-from policies.heads.residual_flow import ResidualFlowHead, ResidualFlowHeadConfig
-from policies.heads.steered_flow import SteeredFlowHead, SteeredFlowHeadConfig
+from policies.heads.legacy import renamed_head_hint
+from policies.heads.residual import ResidualHead, ResidualHeadConfig
+from policies.heads.steered import SteeredHead, SteeredHeadConfig
 
 HEADS: dict[str, type[ActionHead]] = {
     "gaussian": GaussianHead,
     "diffusion": DiffusionHead,
     "flow": FlowHead,
-    "flow_steered": SteeredFlowHead,
-    "flow_residual": ResidualFlowHead,
-    "flow_rl_features": RLFeatureFlowHead,
+    "residual": ResidualHead,
+    "steered": SteeredHead,
 }
 
 
@@ -34,6 +36,9 @@ def head_option_names(name: str) -> list[str]:
 
 def _head_class(name: str) -> Any:
     if name not in HEADS:
+        hint = renamed_head_hint(name)
+        if hint:
+            raise ValueError(f"action head {name!r} was renamed (2026-12-04): write `{hint}` instead")
         raise ValueError(f"unknown action head {name!r}; valid heads: {sorted(HEADS)}")
     return HEADS[name]
 
@@ -72,7 +77,7 @@ def build_head(
     ):
         if not isinstance(value, int) or value <= 0:
             raise ValueError(f"action head {name!r}: {label}={value!r} must be a positive integer")
-    if rl_feature_dim:
+    if head_class.reads_rl_features:
         return head_class(embedding_dim, chunk_size, action_dim, config, rl_feature_dim=rl_feature_dim)
     return head_class(embedding_dim, chunk_size, action_dim, config)
 
@@ -80,6 +85,7 @@ def build_head(
 __all__ = [
     "HEADS",
     "ActionHead",
+    "DenoisingChainHead",
     "DiffusionHead",
     "DiffusionHeadConfig",
     "FlowHead",
@@ -87,12 +93,10 @@ __all__ = [
     "GaussianHead",
     "GaussianHeadConfig",
     "LogProbGranularity",
-    "RLFeatureFlowHead",
-    "RLFeatureFlowHeadConfig",
-    "ResidualFlowHead",
-    "ResidualFlowHeadConfig",
-    "SteeredFlowHead",
-    "SteeredFlowHeadConfig",
+    "ResidualHead",
+    "ResidualHeadConfig",
+    "SteeredHead",
+    "SteeredHeadConfig",
     "build_head",
     "head_option_names",
     "reduce_log_prob",

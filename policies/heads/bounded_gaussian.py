@@ -19,14 +19,14 @@ from policies.heads.gaussian import mlp
 def check_bounded_gaussian_options(
     init_std: float, log_std_min: float, log_std_max: float, mean_bound: float, prefix: str
 ) -> None:
-    """Raise a ValueError naming the option (``<prefix>_init_std`` ...) that a :class:`BoundedGaussian` cannot take."""
+    """Raise a ValueError naming the option (``<prefix>init_std`` ...) that a :class:`BoundedGaussian` cannot take."""
     if init_std <= 0 or not log_std_min <= math.log(init_std) <= log_std_max:
         raise ValueError(
-            f"{prefix}_init_std={init_std} must be > 0 with its log inside "
-            f"[{prefix}_log_std_min={log_std_min}, {prefix}_log_std_max={log_std_max}]"
+            f"{prefix}init_std={init_std} must be > 0 with its log inside "
+            f"[{prefix}log_std_min={log_std_min}, {prefix}log_std_max={log_std_max}]"
         )
     if mean_bound <= 0:
-        raise ValueError(f"{prefix}_mean_bound={mean_bound} must be > 0")
+        raise ValueError(f"{prefix}mean_bound={mean_bound} must be > 0")
 
 
 class BoundedGaussian(nn.Module):

@@ -13,9 +13,21 @@ Subclasses give the kernel of one step (:meth:`step_kernel`), and optionally per
 (:meth:`draw_choices`), the steps RL trains (:meth:`trained_steps`), the initial state
 (:meth:`initial_state`, standard normal noise by default) and its log-density (:meth:`initial_log_prob`).
 
-The kernels are conditioned on ``embedding`` ``(B, condition_dim)``: the observation embedding, or, for a
-head whose RL policy reads more than the embedding, what it concatenates to it (``condition_dim`` is then
-wider than ``embedding_dim``; :mod:`policies.heads.flow_rl_features`).
+The kernels are conditioned on the observation embedding ``(B, D)`` and, where the head was built with
+``rl_feature_dim`` F > 0, on RL-only features ``(B, F)`` (``policy.rl_vision``) through a linear map ``P``
+``(F -> hidden_dim)`` whose output is added to the conditioning vector every FiLM block of the denoiser
+reads: ``c = MLP(e, t) + rl_feature_scale * P f``. ``P`` starts at zero and is built without drawing random
+numbers, so before RL the head samples and scores exactly as its SFT chain does, and it initialises as a
+head without features would; ``bc_loss`` never reads the features, so SFT leaves ``P`` at zero. Under Adam a
+parameter moves by about the learning rate per step, so ``rl_feature_scale`` multiplies the speed at which
+the features' influence grows relative to the denoiser's own weights. ``detach_embedding`` makes the RL
+log-prob read the embedding without a gradient (``log_prob_reaches_embedding`` False: the policy stores the
+embedding at sampling time and the update reuses it); ``initial_noise="zero"`` starts every chain at the
+noise's mean, so that a chunk's randomness lies only in the denoising steps that the PPO ratio credits. These
+options (:class:`ChainConfig`) are the same for every chain head, flow or diffusion.
+
+:meth:`DenoisingChainHead.denoise` runs the deterministic sampler from a given first state (no gradient):
+what a refiner (:mod:`policies.heads.residual`, :mod:`policies.heads.steered`) needs from the head it wraps.
 
 Where a head learns its kernels' std (:meth:`learns_step_std`, Flow-Noise), ``log_prob`` also returns the
 summed entropies of the trained steps' Gaussian kernels at the stored chain states: a one-sample estimate
@@ -26,11 +38,35 @@ can keep the learned noise from collapsing (piRL, arXiv 2510.25889, section 4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
+from torch import nn
 
 from policies.heads.base import ActionHead
 from policies.heads.common import check_chunks, check_embedding, gaussian_entropy, gaussian_log_prob
+from policies.heads.denoiser import DenoiserConfig
+
+
+@dataclass
+class ChainConfig(DenoiserConfig):
+    """RL options of every denoising-chain head (plus the denoiser size of :class:`DenoiserConfig`).
+
+    detach_embedding: the RL log-prob reads the embedding without moving the encoders.
+    rl_feature_scale: factor on the zero-initialised projection of RL-only features (its relative speed).
+    initial_noise: "sample" (x_0 ~ N(0, I)) or "zero" (x_0 = 0, in sampling and evaluation alike).
+    """
+
+    detach_embedding: bool = False
+    rl_feature_scale: float = 1.0
+    initial_noise: Literal["sample", "zero"] = "sample"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.initial_noise not in ("sample", "zero"):
+            raise ValueError(f"chain head: initial_noise={self.initial_noise!r}; use 'sample' or 'zero'")
+        if not self.rl_feature_scale > 0:
+            raise ValueError(f"chain head: rl_feature_scale={self.rl_feature_scale} must be > 0")
 
 
 @dataclass
@@ -50,25 +86,83 @@ class StepKernel:
 
 
 class DenoisingChainHead(ActionHead):
-    """Base of diffusion and flow heads: sampling loop, replay, exact chain log-probs."""
+    """Base of diffusion and flow heads: sampling loop, replay, exact chain log-probs, RL-only features."""
 
+    reads_rl_features = True
     embedding_dim: int
     num_steps: int
+    config: ChainConfig
+    feature_projection: nn.Linear | None
+
+    def build_feature_projection(self, rl_feature_dim: int) -> None:
+        """``P`` ``(F -> hidden_dim)``, zero and built without random draws (module docstring); None for F = 0."""
+        if rl_feature_dim < 0:
+            raise ValueError(f"{type(self).__name__}: rl_feature_dim={rl_feature_dim} must be >= 0")
+        self.rl_feature_dim = rl_feature_dim
+        self.feature_projection = None
+        if rl_feature_dim:
+            self.feature_projection = nn.utils.skip_init(nn.Linear, rl_feature_dim, self.config.hidden_dim, bias=False)
+            nn.init.zeros_(self.feature_projection.weight)
+
+    def condition_offset(self, rl_features: torch.Tensor | None) -> torch.Tensor | None:
+        """``rl_feature_scale * P f`` ``(B, hidden_dim)``, added to the denoiser's conditioning; None without features."""
+        if rl_features is None or self.feature_projection is None:
+            return None
+        return self.config.rl_feature_scale * self.feature_projection(rl_features)
 
     @property
-    def condition_dim(self) -> int:
-        """Width of what the kernels are conditioned on: the embedding's, unless a head reads more."""
-        return self.embedding_dim
+    def log_prob_reaches_embedding(self) -> bool:
+        return not self.config.detach_embedding
 
     def learns_step_std(self) -> bool:
         """Whether the kernels' std is learned (then ``log_prob`` returns their entropies); False by default."""
         return False
 
     def step_kernel(
-        self, embedding: torch.Tensor, state: torch.Tensor, step: int, choices: dict[str, torch.Tensor]
+        self,
+        embedding: torch.Tensor,
+        state: torch.Tensor,
+        step: int,
+        choices: dict[str, torch.Tensor],
+        rl_features: torch.Tensor | None = None,
     ) -> StepKernel:
-        """The kernel of step ``step`` from chain state ``state`` ``(B, H, A)``."""
+        """The kernel of step ``step`` from chain state ``state`` ``(B, H, A)``, conditioned on ``rl_features``."""
         raise NotImplementedError
+
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The deterministic sampler's next state ``(B, H, A)`` from ``state`` (Euler ODE, DDIM with eta = 0)."""
+        raise NotImplementedError
+
+    def deterministic_chain(
+        self, embedding: torch.Tensor, initial_state: torch.Tensor, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The deterministic chain from ``initial_state`` ``(B, H, A)`` to an action chunk ``(B, H, A)``, every
+        step with gradients (through the parameters and ``initial_state``)."""
+        check_embedding(embedding, self.embedding_dim)
+        state = initial_state
+        for step in range(self.num_steps):
+            state = self.deterministic_step(embedding, state, step, rl_features)
+        return state
+
+    @torch.no_grad()
+    def denoise(self, embedding: torch.Tensor, initial_state: torch.Tensor) -> torch.Tensor:
+        """:meth:`deterministic_chain` without gradients and without RL-only features (what a refiner's base runs)."""
+        return self.deterministic_chain(embedding, initial_state)
+
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``sample(..., deterministic=True)``'s chunk ``(B, H, A)`` with gradients through every step (also those
+        RL leaves out, which share the parameters): from :meth:`initial_state`, drawn with ``generator``."""
+        embedding = self.rl_embedding(embedding, rl_features)
+        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
+        state = self.initial_state(shape, generator, embedding.device, embedding.dtype)
+        return self.deterministic_chain(embedding, state, rl_features)
 
     def choice_keys(self) -> tuple[str, ...]:
         """Names of the per-sample choices that :meth:`draw_choices` returns."""
@@ -87,12 +181,28 @@ class DenoisingChainHead(ActionHead):
     def initial_state(
         self, shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device, dtype: torch.dtype
     ) -> torch.Tensor:
-        """The chain's first state ``x_0`` of ``shape`` ``(B, H, A)``: standard normal noise by default."""
+        """The chain's first state ``x_0`` of ``shape`` ``(B, H, A)``: standard normal noise, or zero (``initial_noise``)."""
+        if self.config.initial_noise == "zero":
+            return torch.zeros(shape, device=device, dtype=dtype)
         return torch.randn(shape, generator=generator, device=device, dtype=dtype)
 
+    def scores_initial_noise(self) -> bool:
+        """Whether the joint log-prob includes the initial noise's density (Flow-Noise); False by default."""
+        return False
+
     def initial_log_prob(self, initial_noise: torch.Tensor) -> torch.Tensor | None:
-        """Log-density ``(B, H, A)`` of the initial noise to include in the joint log-prob, or None."""
-        return None
+        """Standard normal log-density ``(B, H, A)`` of the initial noise where the head scores it, else None
+        (always None from a fixed zero start: it has no density, and no parameter changes it)."""
+        if self.config.initial_noise == "zero" or not self.scores_initial_noise():
+            return None
+        zero = torch.zeros((), dtype=initial_noise.dtype, device=initial_noise.device)
+        return gaussian_log_prob(initial_noise, zero, zero + 1.0)
+
+    def rl_embedding(self, embedding: torch.Tensor, rl_features: torch.Tensor | None) -> torch.Tensor:
+        """The embedding the RL kernels read (detached with ``detach_embedding``), after checking both inputs."""
+        check_embedding(embedding, self.embedding_dim)
+        self.check_rl_features(embedding, rl_features)
+        return embedding.detach() if self.config.detach_embedding else embedding
 
     @staticmethod
     def _masked(log_prob: torch.Tensor, stochastic: torch.Tensor | None) -> torch.Tensor:
@@ -105,6 +215,7 @@ class DenoisingChainHead(ActionHead):
         embedding: torch.Tensor,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Run the chain; returns actions ``(B, H, A)`` and replay.
 
@@ -113,7 +224,7 @@ class DenoisingChainHead(ActionHead):
         :meth:`draw_choices`. With ``deterministic=True`` every step takes the deterministic
         sampler's state; ``log_prob`` is still the density of that chain under the stochastic kernels.
         """
-        check_embedding(embedding, self.condition_dim)
+        embedding = self.rl_embedding(embedding, rl_features)
         batch = embedding.shape[0]
         shape = (batch, self.chunk_size, self.action_dim)
         state = self.initial_state(shape, generator, embedding.device, embedding.dtype)
@@ -124,7 +235,7 @@ class DenoisingChainHead(ActionHead):
         log_prob = torch.zeros_like(state) if log_prob is None else log_prob
         for step in range(self.num_steps):
             with torch.set_grad_enabled(torch.is_grad_enabled() and step in trained):
-                kernel = self.step_kernel(embedding, state, step, choices)
+                kernel = self.step_kernel(embedding, state, step, choices, rl_features)
             if deterministic:
                 next_state = kernel.deterministic_next
             else:
@@ -143,23 +254,28 @@ class DenoisingChainHead(ActionHead):
         replay = {"chain": torch.stack(chain, dim=1), "log_prob": log_prob, **choices}
         return state, replay
 
-    def step_log_probs(self, embedding: torch.Tensor, replay: dict[str, torch.Tensor]) -> torch.Tensor:
+    def step_log_probs(
+        self, embedding: torch.Tensor, replay: dict[str, torch.Tensor], rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Per-step log-probs ``(B, K, H, A)`` of the ``K`` trained steps of the stored chain.
 
         Useful for DPPO's per-denoising-step ratios; :meth:`log_prob` sums them over ``K``.
         """
-        return self._step_terms(embedding, replay, with_entropy=False)[0]
+        return self._step_terms(self.rl_embedding(embedding, rl_features), replay, False, rl_features)[0]
 
     def _step_terms(
-        self, embedding: torch.Tensor, replay: dict[str, torch.Tensor], with_entropy: bool
+        self,
+        embedding: torch.Tensor,
+        replay: dict[str, torch.Tensor],
+        with_entropy: bool,
+        rl_features: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-step log-probs and (``with_entropy``) kernel entropies, both ``(B, K, H, A)``, of the trained steps."""
-        check_embedding(embedding, self.condition_dim)
         chain = self._stored_chain(embedding.shape[0], replay)
         choices = {key: replay[key] for key in self.choice_keys()}
         per_step, entropies = [], []
         for step in self.trained_steps():
-            kernel = self.step_kernel(embedding, chain[:, step], step, choices)
+            kernel = self.step_kernel(embedding, chain[:, step], step, choices, rl_features)
             step_log_prob = gaussian_log_prob(chain[:, step + 1], kernel.mean, kernel.std)
             per_step.append(self._masked(step_log_prob, kernel.stochastic))
             if with_entropy:
@@ -168,7 +284,11 @@ class DenoisingChainHead(ActionHead):
         return torch.stack(per_step, dim=1), torch.stack(entropies, dim=1) if with_entropy else None
 
     def log_prob(
-        self, embedding: torch.Tensor, actions: torch.Tensor, replay: dict[str, torch.Tensor]
+        self,
+        embedding: torch.Tensor,
+        actions: torch.Tensor,
+        replay: dict[str, torch.Tensor],
+        rl_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Joint log-prob ``(B, H, A)`` of the stored chain (whose last state must be ``actions``), and entropy.
 
@@ -176,6 +296,7 @@ class DenoisingChainHead(ActionHead):
         head learns its kernels' std (:meth:`learns_step_std`): then the summed entropies ``(B, H, A)`` of
         the trained steps' kernels (see the module docstring).
         """
+        embedding = self.rl_embedding(embedding, rl_features)
         chain = self._stored_chain(embedding.shape[0], replay)
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
         mismatch = (chain[:, -1] - actions).abs().max().item() if actions.numel() else 0.0
@@ -184,7 +305,7 @@ class DenoisingChainHead(ActionHead):
                 f"the actions differ from the last state of replay['chain'] by up to {mismatch:.3g}; pass "
                 "the normalised actions that sample() returned together with this replay"
             )
-        per_step, entropies = self._step_terms(embedding, replay, with_entropy=self.learns_step_std())
+        per_step, entropies = self._step_terms(embedding, replay, self.learns_step_std(), rl_features)
         log_prob = per_step.sum(dim=1)
         initial = self.initial_log_prob(chain[:, 0])
         entropy = None if entropies is None else entropies.sum(dim=1)

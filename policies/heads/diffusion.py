@@ -20,6 +20,10 @@ The std is floored at ``min_std`` for sampling and for the log-prob alike, as DP
 a proper density. DPPO's option to fine-tune only the last ``K`` denoising steps is
 ``finetune_last_steps``: earlier steps run without gradients and their log-prob is left out.
 ``deterministic=True`` samples with DDIM, eta = 0 (``DDIMScheduler.step``).
+
+RL-only features (pooled pixels, ``policy.rl_vision``), a detached embedding and a zero initial state are
+the options every chain head shares (:class:`~policies.heads.chain.ChainConfig`): DPPO-style PPO of this
+head can read what the frozen SFT embedding does not carry, as the flow head's can.
 """
 
 from __future__ import annotations
@@ -30,14 +34,14 @@ from typing import Literal
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
-from policies.heads.chain import DenoisingChainHead, StepKernel
+from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
 from policies.heads.common import check_chunks, check_embedding, masked_mean
-from policies.heads.denoiser import ChunkDenoiser, DenoiserConfig
+from policies.heads.denoiser import ChunkDenoiser
 
 
 @dataclass
-class DiffusionHeadConfig(DenoiserConfig):
-    """Options of :class:`DiffusionHead` (plus the denoiser size of :class:`DenoiserConfig`).
+class DiffusionHeadConfig(ChainConfig):
+    """Options of :class:`DiffusionHead` (plus the chain's RL options and denoiser size of :class:`ChainConfig`).
 
     num_train_timesteps: T of the forward process. num_inference_steps: S, steps of the chain (T % S == 0).
     beta_schedule: a `diffusers` beta schedule name. sampler: "ddpm" (posterior) or "ddim" (eta > 0) kernel.
@@ -88,7 +92,12 @@ class DiffusionHead(DenoisingChainHead):
     config_class = DiffusionHeadConfig
 
     def __init__(
-        self, embedding_dim: int, chunk_size: int, action_dim: int, config: DiffusionHeadConfig | None = None
+        self,
+        embedding_dim: int,
+        chunk_size: int,
+        action_dim: int,
+        config: DiffusionHeadConfig | None = None,
+        rl_feature_dim: int = 0,
     ) -> None:
         super().__init__()
         self.config = config = config or DiffusionHeadConfig()
@@ -113,6 +122,7 @@ class DiffusionHead(DenoisingChainHead):
             raise RuntimeError("DDPM and DDIM schedulers disagree on the inference grid; check diffusers")
         # Non-persistent: derived from the config, so checkpoints hold only learned weights.
         self.register_buffer("alphas_cumprod", self.train_scheduler.alphas_cumprod.clone(), persistent=False)
+        self.build_feature_projection(rl_feature_dim)
 
     def trained_steps(self) -> range:
         first = (
@@ -147,12 +157,30 @@ class DiffusionHead(DenoisingChainHead):
         direction = (1.0 - alpha_p - sigma.square()).clamp_min(0.0).sqrt()
         return alpha_p.sqrt() * clean + direction * predicted_noise, sigma
 
+    def predicted_noise(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``eps_theta(x_t, t, e, f)`` ``(B, H, A)`` at grid step ``step``."""
+        time = torch.full((1,), float(self.timesteps[step]), device=state.device)
+        return self.denoiser(state, time, embedding, condition_offset=self.condition_offset(rl_features))
+
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One DDIM step with eta = 0 ``(B, H, A)``."""
+        predicted_noise = self.predicted_noise(embedding, state, step, rl_features)
+        return self.ddim_scheduler.step(predicted_noise, self.timesteps[step], state, eta=0.0).prev_sample
+
     def step_kernel(
-        self, embedding: torch.Tensor, state: torch.Tensor, step: int, choices: dict[str, torch.Tensor]
+        self,
+        embedding: torch.Tensor,
+        state: torch.Tensor,
+        step: int,
+        choices: dict[str, torch.Tensor],
+        rl_features: torch.Tensor | None = None,
     ) -> StepKernel:
         timestep = self.timesteps[step]
-        time = torch.full((1,), float(timestep), device=state.device)
-        predicted_noise = self.denoiser(state, time, embedding)
+        predicted_noise = self.predicted_noise(embedding, state, step, rl_features)
         mean, std = self.kernel_moments(state, predicted_noise, step)
         deterministic_next = self.ddim_scheduler.step(predicted_noise, timestep, state, eta=0.0).prev_sample
         return StepKernel(mean, std.clamp_min(self.config.min_std), deterministic_next)

@@ -18,6 +18,9 @@ Gaussian kernel (formulas in :mod:`policies.heads.flow_kernels`):
   ``[log_var_min, log_var_max]``; the log-prob is the joint density of the initial noise
   (standard normal) and all N steps, and ``log_prob`` also returns the steps' summed kernel entropies
   (for piRL's entropy bonus on the learned noise; :mod:`policies.heads.chain`).
+
+RL-only features, a detached embedding and a zero initial state are the options every chain head shares
+(:class:`~policies.heads.chain.ChainConfig`); Flow-Noise's std network reads the embedding only.
 """
 
 from __future__ import annotations
@@ -27,16 +30,16 @@ from typing import Literal
 
 import torch
 
-from policies.heads.chain import DenoisingChainHead, StepKernel
-from policies.heads.common import check_chunks, check_embedding, gaussian_log_prob, masked_mean
-from policies.heads.denoiser import ChunkDenoiser, DenoiserConfig
+from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
+from policies.heads.common import check_chunks, check_embedding, masked_mean
+from policies.heads.denoiser import ChunkDenoiser
 from policies.heads.flow_kernels import NoiseStdNetwork, flow_sde_step_moments
 from policies.heads.schedules import LinearSchedule
 
 
 @dataclass
-class FlowHeadConfig(DenoiserConfig):
-    """Options of :class:`FlowHead` (plus the denoiser size of :class:`DenoiserConfig`).
+class FlowHeadConfig(ChainConfig):
+    """Options of :class:`FlowHead` (plus the chain's RL options and denoiser size of :class:`ChainConfig`).
 
     num_inference_steps: N Euler steps. time_scale: flow time is multiplied by it before the
     sinusoidal embedding. time_beta_alpha, time_beta_beta, time_min: BC time distribution (pi0).
@@ -93,7 +96,12 @@ class FlowHead(DenoisingChainHead):
     config_class = FlowHeadConfig
 
     def __init__(
-        self, embedding_dim: int, chunk_size: int, action_dim: int, config: FlowHeadConfig | None = None
+        self,
+        embedding_dim: int,
+        chunk_size: int,
+        action_dim: int,
+        config: FlowHeadConfig | None = None,
+        rl_feature_dim: int = 0,
     ) -> None:
         super().__init__()
         self.config = config = config or FlowHeadConfig()
@@ -118,6 +126,7 @@ class FlowHead(DenoisingChainHead):
         end = config.noise_level if config.noise_level_end is None else config.noise_level_end
         self.noise_schedule = LinearSchedule(config.noise_level, end, config.noise_anneal_steps)
         self.noise_level = config.noise_level
+        self.build_feature_projection(rl_feature_dim)
 
     def set_training_step(self, step: int) -> None:
         """Anneal the Flow-SDE noise level ``a`` to its value at RL training step ``step``."""
@@ -127,10 +136,13 @@ class FlowHead(DenoisingChainHead):
         """Flow time at the start of step ``step``: ``1 - step / N``."""
         return 1.0 - step * self.step_size
 
-    def velocity(self, embedding: torch.Tensor, state: torch.Tensor, time: float) -> torch.Tensor:
-        """``v_theta(x_t, t, e)`` ``(B, H, A)`` for chain state ``(B, H, A)`` at flow time ``time``."""
+    def velocity(
+        self, embedding: torch.Tensor, state: torch.Tensor, time: float, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``v_theta(x_t, t, e, f)`` ``(B, H, A)`` for chain state ``(B, H, A)`` at flow time ``time``."""
+        offset = self.condition_offset(rl_features)
         network_time = torch.full((1,), time * self.config.time_scale, device=state.device)
-        return self.denoiser(state, network_time, embedding)
+        return self.denoiser(state, network_time, embedding, condition_offset=offset)
 
     def noise_std(self, embedding: torch.Tensor, state: torch.Tensor, time: float) -> torch.Tensor:
         """Flow-Noise's learned std ``(B, H, A)`` of the step from chain state ``(B, H, A)`` at flow time ``time``."""
@@ -140,13 +152,11 @@ class FlowHead(DenoisingChainHead):
     def learns_step_std(self) -> bool:
         return self.noise_network is not None
 
-    @torch.no_grad()
-    def integrate_ode(self, embedding: torch.Tensor, initial_noise: torch.Tensor) -> torch.Tensor:
-        """The Euler ODE from ``initial_noise`` ``(B, H, A)`` at t = 1 to an action chunk at t = 0 (no gradient)."""
-        state = initial_noise
-        for step in range(self.num_steps):
-            state = state - self.step_size * self.velocity(embedding, state, self.time_of_step(step))
-        return state
+    def deterministic_step(
+        self, embedding: torch.Tensor, state: torch.Tensor, step: int, rl_features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One Euler step of the ODE ``x_{t - dt} = x_t - dt * v`` ``(B, H, A)``."""
+        return state - self.step_size * self.velocity(embedding, state, self.time_of_step(step), rl_features)
 
     def choice_keys(self) -> tuple[str, ...]:
         if self.config.rl_method == "noise":
@@ -166,10 +176,15 @@ class FlowHead(DenoisingChainHead):
         return choices
 
     def step_kernel(
-        self, embedding: torch.Tensor, state: torch.Tensor, step: int, choices: dict[str, torch.Tensor]
+        self,
+        embedding: torch.Tensor,
+        state: torch.Tensor,
+        step: int,
+        choices: dict[str, torch.Tensor],
+        rl_features: torch.Tensor | None = None,
     ) -> StepKernel:
         time = self.time_of_step(step)
-        velocity = self.velocity(embedding, state, time)
+        velocity = self.velocity(embedding, state, time, rl_features)
         ode_next = state - self.step_size * velocity
         if self.noise_network is not None:
             return StepKernel(ode_next, self.noise_std(embedding, state, time), ode_next)
@@ -180,11 +195,8 @@ class FlowHead(DenoisingChainHead):
         stochastic = choices["sde_step"] == step if self.config.hybrid else None
         return StepKernel(mean, std, ode_next, stochastic)
 
-    def initial_log_prob(self, initial_noise: torch.Tensor) -> torch.Tensor | None:
-        if self.config.rl_method != "noise":
-            return None
-        zero = torch.zeros((), dtype=initial_noise.dtype, device=initial_noise.device)
-        return gaussian_log_prob(initial_noise, zero, zero + 1.0)
+    def scores_initial_noise(self) -> bool:
+        return self.config.rl_method == "noise"
 
     def sample_bc_time(self, batch_size: int, device: torch.device) -> torch.Tensor:
         """``(B,)`` times ``time_min + (1 - time_min) * Beta(alpha, beta)`` (pi0's BC time distribution)."""

@@ -135,8 +135,10 @@ class GaussianHead(ActionHead):
         embedding: torch.Tensor,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Draw chunks ``(B, H, A)``; replay holds ``log_prob`` ``(B, H, A)`` (and ``pre_tanh_actions`` when squashed)."""
+        self.check_rl_features(embedding, rl_features)
         mean, std = self.distribution_parameters(embedding)
         if deterministic:
             pre_tanh = mean
@@ -149,6 +151,17 @@ class GaussianHead(ActionHead):
             return torch.tanh(pre_tanh), replay
         return pre_tanh, replay
 
+    def deterministic_action(
+        self,
+        embedding: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rl_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The mean chunk ``(B, H, A)`` (squashed where the head squashes), with gradients."""
+        self.check_rl_features(embedding, rl_features)
+        mean, _ = self.distribution_parameters(embedding)
+        return torch.tanh(mean) if self.config.squash else mean
+
     def _pre_tanh(self, actions: torch.Tensor, replay: dict[str, torch.Tensor] | None) -> torch.Tensor:
         if not self.config.squash:
             return actions
@@ -159,7 +172,11 @@ class GaussianHead(ActionHead):
         return torch.atanh(actions.clamp(-limit, limit))
 
     def log_prob(
-        self, embedding: torch.Tensor, actions: torch.Tensor, replay: dict[str, torch.Tensor]
+        self,
+        embedding: torch.Tensor,
+        actions: torch.Tensor,
+        replay: dict[str, torch.Tensor],
+        rl_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-dimension log-prob ``(B, H, A)`` and entropy ``(B, H, A)`` (``None`` when squashed).
 
@@ -167,6 +184,7 @@ class GaussianHead(ActionHead):
         estimate where an algorithm needs one.
         """
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
+        self.check_rl_features(embedding, rl_features)
         mean, std = self.distribution_parameters(embedding)
         log_prob = self._log_prob_of_pre_tanh(self._pre_tanh(actions, replay), mean, std)
         entropy = None if self.config.squash else gaussian_entropy(std)

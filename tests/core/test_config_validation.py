@@ -37,7 +37,7 @@ BAD_VALUES = [
     ("algo.advantage_estimator=magic", "'algo.advantage_estimator'='magic': allowed:"),
     ("algo.name=sac", "'algo.name'='sac': allowed: grpo, ppo"),
     ("policy.head.name=nohead", "'policy': unknown action head 'nohead'"),
-    ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'flow_residual'"),
+    ("+policy.head.options.no_such_option=1", "unknown option(s) ['no_such_option'] for action head 'residual'"),
     ("policy.factory=no_such_pkg.mod:make", "'policy.factory'='no_such_pkg.mod:make': cannot import module"),
     ("eval.num_envs=0", "'eval.num_envs'=0: must be >= 1"),
     ("eval.video.size=[128]", "'eval.video.size'=[128]: must be [height, width] of positive integers"),

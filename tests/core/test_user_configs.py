@@ -35,7 +35,7 @@ def test_config_dir_adds_the_users_groups_and_config_prints_them(user_configs, c
     assert main(["config", "--train", "experiment=my_quick", "--config-dir", str(user_configs)]) == 0
     cfg = yaml.safe_load(capsys.readouterr().out)
     assert cfg["experiment"]["name"] == "my_quick" and cfg["trainer"]["iterations"] == 3
-    assert cfg["env"]["id"] == "point_env:make" and cfg["policy"]["head"]["name"] == "flow_residual"
+    assert cfg["env"]["id"] == "point_env:make" and cfg["policy"]["head"]["name"] == "residual"
 
 
 def test_the_config_path_variable_does_the_same_and_errors_name_the_folders(user_configs, tmp_path, monkeypatch):
@@ -74,9 +74,9 @@ def test_train_refuses_init_policy_with_an_sft_stage(tmp_path, capsys):
 def test_init_policy_with_another_head_is_refused_and_other_differences_warned(tmp_path, caplog):
     loaded = {"head": {"name": "flow", "options": {"stochastic_steps": 1}}, "value": {"detach_input": False},
               "chunk_size": 4}  # fmt: skip
-    asked = {"head": {"name": "flow_residual", "options": {}}, "value": {"detach_input": True}, "chunk_size": 4}
+    asked = {"head": {"name": "residual", "options": {}}, "value": {"detach_input": True}, "chunk_size": 4}
     with pytest.raises(ConfigError, match=r"holds a policy with head 'flow', but the config asks for "
-                                          r"policy.head.name='flow_residual'"):  # fmt: skip
+                                          r"policy.head.name='residual'"):  # fmt: skip
         check_loaded_policy(tmp_path, loaded, asked)
     asked["head"] = {"name": "flow", "options": {"init_std": 0.1}}
     with caplog.at_level(logging.WARNING):

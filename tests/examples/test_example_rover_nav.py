@@ -71,7 +71,7 @@ def test_a_named_experiment_trains_it_end_to_end(ray_session, tmp_path, capsys):
         "sft.max_steps=4", "sft.valid_every=4", "sft.show_progress=false",
         "trainer.iterations=1", "trainer.envs_per_stage=2", "trainer.trackers=[jsonl]", "trainer.checkpoint_every=1",
         "algo.update.epochs=1", "algo.update.num_minibatches=2", "policy.embedding_dim=64", "policy.value.hidden_dims=[32]",
-        "+policy.head.options.hidden_dim=64", "+policy.head.options.num_blocks=1",
+        "+policy.head.options.base.options.hidden_dim=64", "+policy.head.options.base.options.num_blocks=1",
         "eval.episodes_per_task=1", "eval.num_envs=2", "eval.trackers=[]", "eval.video.grid_envs=0",
     ])  # fmt: skip
     out = capsys.readouterr().out

@@ -24,14 +24,21 @@ VARIANTS = {
     "flow-sde": ("flow", TINY_DENOISER),
     "flow-hybrid": ("flow", {**TINY_DENOISER, "hybrid": True}),
     "flow-noise": ("flow", {**TINY_DENOISER, "rl_method": "noise"}),
-    "flow-steered": ("flow_steered", {**TINY_DENOISER, "latent_hidden_dim": 16}),
-    "flow-residual": ("flow_residual", {**TINY_DENOISER, "residual_hidden_dim": 16, "base_noise": "sample"}),
-    "flow-rl-features": ("flow_rl_features", TINY_DENOISER),
-    "flow-rl-features-zero-start": ("flow_rl_features", {**TINY_DENOISER, "initial_noise": "zero"}),
-}
+    "flow-steered": ("steered", {"base": {"name": "flow", "options": TINY_DENOISER}, "hidden_dim": 16}),
+    "flow-residual": ("residual", {"base": {"name": "flow", "options": TINY_DENOISER}, "hidden_dim": 16,
+                                   "base_noise": "sample"}),
+    "diffusion-steered": ("steered", {"base": {"name": "diffusion", "options": {**TINY_DENOISER,
+                                      "num_train_timesteps": 50}}, "hidden_dim": 16}),
+    "flow-detached": ("flow", {**TINY_DENOISER, "rl_method": "noise", "detach_embedding": True}),
+    "flow-zero-start": ("flow", {**TINY_DENOISER, "rl_method": "noise", "detach_embedding": True,
+                                 "initial_noise": "zero"}),
+    "diffusion-detached-zero-start": ("diffusion", {**TINY_DENOISER, "num_train_timesteps": 50,
+                                                    "detach_embedding": True, "initial_noise": "zero"}),
+}  # fmt: skip
 # Heads whose RL log-prob deliberately leaves parameters or the embedding out (tests/policies/
-# test_frozen_flow_heads.py, test_flow_rl_features_head.py).
-PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual", "flow-rl-features", "flow-rl-features-zero-start"}
+# test_refiner_heads.py, test_chain_rl_features.py).
+PARTIAL_GRADIENT_VARIANTS = {"flow-steered", "flow-residual", "diffusion-steered", "flow-detached", "flow-zero-start",
+                             "diffusion-detached-zero-start"}  # fmt: skip
 
 
 def make_head(variant: str, seed: int = 0):
@@ -219,10 +226,10 @@ def test_reduce_log_prob_granularities_on_head_output() -> None:
 
 
 def test_build_head_rejects_unknown_names_options_and_bad_values() -> None:
-    assert set(HEADS) == {"gaussian", "diffusion", "flow", "flow_steered", "flow_residual", "flow_rl_features"}
+    assert set(HEADS) == {"gaussian", "diffusion", "flow", "steered", "residual"}
     with pytest.raises(
         ValueError,
-        match=r"unknown action head 'mlp'; valid heads: \['diffusion', 'flow', 'flow_residual', 'flow_rl_features', 'flow_steered', 'gaussian'\]",
+        match=r"unknown action head 'mlp'; valid heads: \['diffusion', 'flow', 'gaussian', 'residual', 'steered'\]",
     ):
         build_head("mlp", 8, 2, 2)
     with pytest.raises(
@@ -255,3 +262,15 @@ def test_wrong_inputs_raise_errors_that_name_the_problem() -> None:
         head.log_prob(embedding, actions + 1.0, replay)
     with pytest.raises(ValueError, match=r"action chunks of shape \(3, 3, 2\)"):
         head.log_prob(embedding, actions[:, :2], replay)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_deterministic_action_is_the_deterministic_sample_with_gradients(variant: str) -> None:
+    head = make_head(variant)
+    embedding = torch.randn(4, EMBEDDING_DIM)
+    with torch.no_grad():
+        expected, _ = head.sample(embedding, deterministic=True, generator=torch.Generator().manual_seed(3))
+    actual = head.deterministic_action(embedding, torch.Generator().manual_seed(3))
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    actual.square().sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in head.parameters())

@@ -231,19 +231,17 @@ def test_state_can_be_left_out_of_the_policy(enabled: bool) -> None:
     assert has_state_weights is enabled
 
 
-FROZEN_FLOW_OPTIONS = {**HEAD_OPTIONS["flow"], "residual_hidden_dim": 16}
+FROZEN_FLOW_OPTIONS = {"base": {"name": "flow", "options": HEAD_OPTIONS["flow"]}, "hidden_dim": 16}
 
 
 @pytest.mark.parametrize(
     ("head", "detach_value", "cached"),
-    [("flow_residual", True, True), ("flow_residual", False, False), ("flow_steered", True, True), ("flow", True, False)],
+    [("residual", True, True), ("residual", False, False), ("steered", True, True), ("flow", True, False)],
 )
 def test_act_stores_the_embedding_only_when_rl_cannot_move_the_encoders_and_evaluate_reuses_it(
     head, detach_value, cached
 ) -> None:
-    options = dict(FROZEN_FLOW_OPTIONS) if head == "flow_residual" else dict(HEAD_OPTIONS["flow"])
-    if head == "flow_steered":
-        options["latent_hidden_dim"] = 16
+    options = dict(FROZEN_FLOW_OPTIONS) if head in ("residual", "steered") else dict(HEAD_OPTIONS["flow"])
     config = tiny_config("flow")
     config.head = HeadConfig(name=head, options=options)
     config.value = ValueConfig(hidden_dims=[32], detach_input=detach_value)
@@ -273,7 +271,7 @@ RL_VISION_KINDS = {
 
 def residual_policy_with_rl_vision(rl_vision: RLVisionConfig) -> VLAPolicy:
     config = tiny_config("flow")
-    config.head = HeadConfig(name="flow_residual", options=dict(FROZEN_FLOW_OPTIONS))
+    config.head = HeadConfig(name="residual", options=dict(FROZEN_FLOW_OPTIONS))
     config.value = ValueConfig(hidden_dims=[32], detach_input=True)
     config.rl_vision = rl_vision
     torch.manual_seed(0)
@@ -300,7 +298,7 @@ def test_rl_vision_trains_in_rl_only_and_the_update_reuses_the_embedding_around_
     (log_prob.sum() + value.sum()).backward()
     moved = {name.split(".")[0] for name, p in policy.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
     assert moved == {"head", "value_head", "rl_vision"}
-    assert all(p.grad is None for p in policy.head.denoiser.parameters())
+    assert all(p.grad is None for p in policy.head.base.denoiser.parameters())
     policy.zero_grad(set_to_none=True)
     batch = tiny_obs()
     batch["action"] = torch.zeros(4, 3, 2)
@@ -322,9 +320,9 @@ def test_keypoints_are_image_coordinates_of_their_own_camera() -> None:
 
 
 def test_rl_vision_needs_a_head_that_reads_it() -> None:
-    config = tiny_config("flow")
+    config = tiny_config("gaussian")
     config.rl_vision = RLVisionConfig(enabled=True)
-    with pytest.raises(ValueError, match="'flow' does not read RL-only features"):
+    with pytest.raises(ValueError, match="'gaussian' does not read RL-only features"):
         VLAPolicy(config, tiny_spec(), tiny_stats())
     with pytest.raises(ValueError, match="rl_vision.downsample"):
         PolicyConfig.from_dict({"rl_vision": {"downsample": 0}})

@@ -18,3 +18,9 @@ TINY_TRAINING = [
     "policy.value.hidden_dims=[32]",
     "eval.trackers=[]",
 ]
+
+
+def for_refiner(overrides: list[str]) -> list[str]:
+    """``overrides`` for a policy whose head is a refiner (residual, steered): the tiny denoiser sizes go to
+    the chain head it wraps (``policy.head.options.base.options``)."""
+    return [o.replace("+policy.head.options.", "+policy.head.options.base.options.") for o in overrides]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from tiny_training import TINY_TRAINING as TINY
+from tiny_training import for_refiner
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
@@ -32,6 +33,7 @@ RL_VISION = [*CACHED_EMBEDDING, "policy.rl_vision.enabled=true", "policy.rl_visi
 def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy, extra):
     # the tiny denoiser options of TINY do not apply to the gaussian head
     overrides = [o for o in TINY if not (policy == "gaussian" and o.startswith("+policy.head.options."))]
+    overrides = for_refiner(overrides) if policy in ("flow_steered", "flow_residual") else overrides
     cfg = load_config([*overrides, f"policy={policy}", *extra, f"run_dir={tmp_path}", "trainer.eval_every=0"])
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))

@@ -8,6 +8,7 @@ from pathlib import Path
 import ray
 import torch
 from tiny_training import TINY_TRAINING as TINY
+from tiny_training import for_refiner
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from policies.hub import load_pretrained
@@ -74,7 +75,7 @@ def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray
 
 def test_rl_trains_the_rl_only_keypoints_and_never_the_encoders_at_two_ranks(ray_session, tmp_path):
     run_dir = tmp_path / "run"
-    overrides = [*TINY, "policy=flow_residual", "policy.value.detach_input=true", "policy.rl_vision.enabled=true",
+    overrides = [*for_refiner(TINY), "policy=flow_residual", "policy.value.detach_input=true", "policy.rl_vision.enabled=true",
                  "policy.rl_vision.channels=[4,8]", "policy.rl_vision.num_keypoints=2", "trainer.actor_world_size=2",
                  f"run_dir={run_dir}", "trainer.iterations=1", "experiment.stages=[rl]"]  # fmt: skip
     cfg = load_config(overrides)
@@ -85,4 +86,4 @@ def test_rl_trains_the_rl_only_keypoints_and_never_the_encoders_at_two_ranks(ray
     moved = {key.split(".")[0] for key in initial if not torch.equal(initial[key], trained[key])}
     # the critic reads the keypoints, so its first update moves them; the encoders and the flow stay as they were
     assert {"value_head", "rl_vision"} <= moved and "encoder" not in moved
-    assert all(torch.equal(initial[key], trained[key]) for key in initial if key.startswith("head.denoiser."))
+    assert all(torch.equal(initial[key], trained[key]) for key in initial if key.startswith("head.base.denoiser."))

@@ -1,7 +1,9 @@
-"""`vla-rl bench env | policy | rollout | update`: speed benchmarks that print one JSON object.
+"""`vla-rl bench env | policy | rollout | update | alignment`: benchmarks that print one JSON object.
 
 ``rollout`` and ``update`` build the trainer's worker groups from the composed config and take
-Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``.
+Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``. ``alignment``
+(not a speed: the cosine between a head's PPO gradient and the gradient of its evaluated policy's objective,
+``vla_rl/benchmarks/alignment.py``) takes them too, e.g. ``vla-rl bench alignment experiment=flow_sde_ppo``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 
 from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
-TARGETS_WITH_OVERRIDES = ("rollout", "update")
+TARGETS_WITH_OVERRIDES = ("rollout", "update", "alignment")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -36,15 +38,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
                   f"{', '.join(with_benchmark)}. Register one with register(..., benchmark='pkg.module:measure') "
                   "or set a `benchmark` attribute on the factory", file=sys.stderr)  # fmt: skip
             return 2
-        options = {"repeats": args.repeats} if "repeats" in inspect.signature(measure).parameters else {}
+        options = {"repeats": args.repeats or 3} if "repeats" in inspect.signature(measure).parameters else {}
         result = measure(task=task, num_steps=args.steps, seed=args.seed, **options)
         result = {"env": entry.name, "task": task, **result}
+    elif args.target == "alignment":
+        result = _alignment_benchmark(args)
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
 
         result = run_policy_benchmark(batch_size=args.batch_size)
     else:
-        result = _trainer_benchmark(args.target, args.overrides, args.repeats, args.min_seconds)
+        result = _trainer_benchmark(args.target, args.overrides, args.repeats or 3, args.min_seconds)
     print(json.dumps(result))
     return 0
 
@@ -70,15 +74,40 @@ def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seco
             shutdown_ray()
 
 
+def _alignment_benchmark(args: argparse.Namespace) -> dict:
+    from vla_rl.benchmarks.alignment import AlignmentSettings, run_alignment_benchmark
+    from vla_rl.config import load_config
+
+    settings = AlignmentSettings(
+        minibatch_size=args.minibatch_size, reference_batch=args.reference_batch, repeats=args.repeats or 10,
+        true_samples=args.true_samples, num_contexts=args.contexts, seed=args.seed, target_from=args.target_from,
+        target_offset=args.target_offset,
+    )  # fmt: skip
+    return run_alignment_benchmark(load_config(args.overrides), settings, args.policy)
+
+
 def register(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="speed benchmarks; print one JSON object as the last line")
-    bench.add_argument("target", choices=["env", "policy", "rollout", "update"], help="what to measure")
+    bench = commands.add_parser("bench", help="benchmarks (speed; PPO gradient alignment); print one JSON object as the last line")
+    bench.add_argument("target", choices=["env", "policy", "rollout", "update", "alignment"], help="what to measure")
     bench.add_argument("--env", default="tabletop", help="env name (bench env)")
     bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--repeats", type=int, default=3, help="measured rounds (bench env, rollout, update; the last two after a warm-up)")
+    bench.add_argument("--repeats", type=int, default=None, help="measured rounds (bench env, rollout, update: 3, "
+                       "after a warm-up; alignment: mini-batches, 10, at least 2)")
+    bench.add_argument("--policy", default=None, help="bench alignment: a save_pretrained folder whose weights to load "
+                       "into the configured policy (default: a freshly built one)")
+    bench.add_argument("--minibatch-size", type=int, default=None,
+                       help="bench alignment: chunks per PPO mini-batch (default: the config's)")
+    bench.add_argument("--reference-batch", type=int, default=2000, help="bench alignment: the large batch")
+    bench.add_argument("--true-samples", type=int, default=4000,
+                       help="bench alignment: draws of the evaluated policy's gradient")
+    bench.add_argument("--contexts", type=int, default=32, help="bench alignment: env observations after reset")
+    bench.add_argument("--target-from", choices=["policy", "zero"], default="policy",
+                       help="bench alignment: the toy reward's target is near the evaluated policy's chunk, or near 0")
+    bench.add_argument("--target-offset", type=float, default=0.1,
+                       help="bench alignment: the target's context-dependent offset from its anchor (normalised units)")
     bench.add_argument("--min-seconds", type=float, default=3.0,
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
     add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")

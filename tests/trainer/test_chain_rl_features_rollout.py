@@ -1,9 +1,11 @@
-"""On a real rollout of the flow_rl_features head (policy=flow_noise_pixels: Flow-Noise fine-tuning of the flow,
-pooled pixels that only RL trains), the actor recomputes the rollout's log-probs and values from the stored
-chain and the stored embedding (tests/trainer/test_rollout_log_probs.py does the same for the other heads)."""
+"""On a real rollout of a chain head reading RL-only pooled pixels (policy=flow_noise_pixels: Flow-Noise
+fine-tuning of the flow; policy=diffusion_pixels: DPPO-style fine-tuning of the diffusion head), the actor
+recomputes the rollout's log-probs and values from the stored chain and the stored embedding
+(tests/trainer/test_rollout_log_probs.py does the same for the other heads)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from tiny_training import TINY_TRAINING as TINY
 
@@ -15,13 +17,14 @@ from vla_rl.stages.rl.experiment import policy_spec_from_config, rl_run
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 
-def test_actor_recomputes_the_rollout_log_probs_of_the_fine_tuned_flow_reading_pixels(ray_session, tmp_path):
-    cfg = load_config([*TINY, "policy=flow_noise_pixels", "policy.rl_vision.feature_dim=8", f"run_dir={tmp_path}",
+@pytest.mark.parametrize("policy", ["flow_noise_pixels", "diffusion_pixels"])
+def test_actor_recomputes_the_rollout_log_probs_of_the_fine_tuned_chain_reading_pixels(ray_session, tmp_path, policy):
+    cfg = load_config([*TINY, f"policy={policy}", "policy.rl_vision.feature_dim=8", f"run_dir={tmp_path}",
                        "trainer.eval_every=0"])  # fmt: skip
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
     start = policy_spec_from_config(cfg, io_spec, None).build("cpu")
-    with torch.no_grad():  # as after some RL: the pixels reach the flow
+    with torch.no_grad():  # as after some RL: the pixels reach the denoiser
         start.head.feature_projection.weight.normal_(0.0, 0.1)
     folder = start.save_pretrained(tmp_path / "start")
     spec = policy_spec_from_config(cfg, io_spec, str(folder))
@@ -37,7 +40,8 @@ def test_actor_recomputes_the_rollout_log_probs_of_the_fine_tuned_flow_reading_p
         log_prob, entropy, values = model.evaluate(
             observation_of(batch, rollout.instructions), extras_of(batch)
         )
-    assert batch.shape[0] > 0 and log_prob.shape == batch["old_log_prob"].shape == entropy.shape
+    assert batch.shape[0] > 0 and log_prob.shape == batch["old_log_prob"].shape
+    assert (entropy is None) == (policy == "diffusion_pixels")  # Flow-Noise's kernels' entropies
     assert (
         "embedding" in batch["extras"].keys() and not model.rl_moves_encoders and model.rl_vision is not None
     )
