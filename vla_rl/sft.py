@@ -132,9 +132,12 @@ def policy_factory(policy_config: Mapping[str, Any]) -> Callable[..., Any]:
 
 def build_policy_from_config(policy_config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any]) -> Any:
     """The policy ``policy_config`` describes (its ``factory`` called with the rest of it), for ``io_spec``."""
+    from policies.factory import build_from_factory
+
     config = {key: value for key, value in policy_config.items() if key != "factory"}
     features = {feature: stats[feature] for feature in ("action", "state")}
-    return policy_factory(policy_config)(config, io_spec.to_dict(), features)
+    factory = str(policy_config.get("factory") or DEFAULT_POLICY_FACTORY)
+    return build_from_factory(factory, config, io_spec.to_dict(), features)
 
 
 def make_optimizer(policy: torch.nn.Module, config: SFTConfig) -> torch.optim.AdamW:

@@ -13,9 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from envs.registry import import_object
-
-DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
+from policies.factory import DEFAULT_POLICY_FACTORY, build_from_factory
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class PolicySpec:
 
     def build(self, device: torch.device | str = "cpu") -> nn.Module:
         torch.manual_seed(self.seed)
-        policy = import_object(self.factory)(self.config, self.io_spec, self.stats)
+        policy = build_from_factory(self.factory, self.config, self.io_spec, self.stats)
         if self.initial_weights is not None:
             missing, unexpected = policy.load_state_dict(self.initial_weights, strict=False)
             if missing or unexpected:
