@@ -104,3 +104,19 @@ def test_the_image_tokens_follow_the_cameras_and_the_instruction_the_text(tiny_v
 def test_a_missing_folder_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a local model folder"):
         build_from_factory(FACTORY, config(tmp_path / "nope"), synthetic_io_spec(), None)
+
+
+def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries():
+    from policies.backbones.benchmark import run_vlm_benchmark
+
+    result = run_vlm_benchmark(batch_size=2, repeats=1, hidden_size=32)["policies"]
+    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full"}
+    for name, row in result.items():
+        assert row["act_chunks_per_s"]["min"] <= row["act_chunks_per_s"]["median"] <= row["act_chunks_per_s"]["max"]
+        sync = row["weight_sync"]
+        full_training = name in ("compact_film", "vlm_full")
+        assert (sync["bytes_ratio"] == 1.0) is full_training
+        assert row["trainable_parameters"] < row["parameters"] or full_training
+        # the bytes are those of the trainable parameters (float32; the policies have no persistent buffers)
+        assert round(4 * row["trainable_parameters"] / 2**20, 3) == sync["changing_only"]["megabytes"]
+    assert result["vlm_frozen"]["trainable_parameters"] < result["vlm_lora"]["trainable_parameters"]

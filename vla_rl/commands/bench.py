@@ -1,4 +1,4 @@
-"""`vla-rl bench env | policy | rollout | update`: speed benchmarks that print one JSON object.
+"""`vla-rl bench env | policy [--vlm] | rollout | update`: speed benchmarks that print one JSON object.
 
 ``rollout`` and ``update`` build the trainer's worker groups from the composed config and take
 Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``.
@@ -39,6 +39,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         options = {"repeats": args.repeats} if "repeats" in inspect.signature(measure).parameters else {}
         result = measure(task=task, num_steps=args.steps, seed=args.seed, **options)
         result = {"env": entry.name, "task": task, **result}
+    elif args.target == "policy" and args.vlm:
+        from policies.backbones.benchmark import run_vlm_benchmark
+
+        result = run_vlm_benchmark(args.batch_size, args.repeats, args.vlm_architecture, args.vlm_hidden_size)
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
 
@@ -77,6 +81,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
+    bench.add_argument("--vlm", action="store_true", help="bench policy: a tiny VLM policy (frozen, LoRA, full) side "
+                       "by side with the compact one, with the weight sync's bytes and seconds")  # fmt: skip
+    bench.add_argument("--vlm-architecture", default="idefics3", choices=["idefics3", "smolvlm", "paligemma"])
+    bench.add_argument("--vlm-hidden-size", type=int, default=64, help="width of the tiny VLM's towers (bench policy --vlm)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=3, help="measured rounds (bench env, rollout, update; the last two after a warm-up)")
     bench.add_argument("--min-seconds", type=float, default=3.0,
