@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -79,7 +80,9 @@ def apply_lora(model: nn.Module, config: VLMBackboneConfig) -> nn.Module:
     lora = LoraConfig(
         r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules=list(config.lora_targets)
     )
-    return get_peft_model(model, lora)
+    with warnings.catch_warnings():  # peft asks transformers a question it has renamed (a FutureWarning, harmless)
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, lora)
 
 
 class HFVLMEncoder(nn.Module):
