@@ -65,6 +65,27 @@ def test_a_bad_key_is_a_config_error_naming_it(capsys):
     assert "dropout" in capsys.readouterr().err
 
 
+def test_rl_from_a_folder_of_another_factory_is_a_config_error(tmp_path):
+    from policies.checks import synthetic_io_spec, synthetic_stats
+    from policies.factory import build_from_factory
+    from vla_rl.config import ConfigError, load_config
+    from vla_rl.experiment import policy_spec_from_config
+
+    io_spec = synthetic_io_spec()
+    folder = build_from_factory(FACTORY, SMALL, io_spec, synthetic_stats(io_spec)).save_pretrained(tmp_path / "p")
+    with pytest.raises(ConfigError, match=r"built by 'pooled_pixels_policy.policy:make'.*policy.factory="):
+        policy_spec_from_config(load_config(["experiment=gaussian_ppo"]), io_spec, str(folder))
+    spec = policy_spec_from_config(_own_config(), io_spec, str(folder))  # the same factory: its config and weights
+    assert spec.factory == FACTORY and spec.config == json.loads((folder / "config.json").read_text())["policy"]
+
+
+def _own_config():
+    from vla_rl.config import load_config, searching_config_dirs
+
+    with searching_config_dirs([CONFIGS]):
+        return load_config(["experiment=gaussian_ppo", "policy=pooled_pixels"])
+
+
 def test_it_trains_end_to_end_and_loads_through_its_factory(ray_session, tmp_path, capsys):
     """collect -> SFT -> PPO -> eval with videos on the tabletop's reach task, with gaussian_ppo unchanged but for
     policy=pooled_pixels; every policy folder it writes names the factory and loads back through it."""

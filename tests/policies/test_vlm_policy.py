@@ -54,11 +54,12 @@ def sft_steps(policy, steps=6):
     return losses
 
 
-@pytest.mark.parametrize("train", ["frozen", "lora", "full"])
-def test_sft_trains_what_the_mode_says(tiny_vlms, train):
+@pytest.mark.parametrize(("arch", "train"), [("idefics3", "frozen"), ("idefics3", "lora"), ("idefics3", "full"),
+                                           ("smolvlm", "lora"), ("paligemma", "lora")])  # fmt: skip
+def test_sft_trains_what_the_mode_says(tiny_vlms, arch, train):
     io_spec = synthetic_io_spec()
     torch.manual_seed(0)
-    policy = build_from_factory(FACTORY, config(tiny_vlms["idefics3"], train), io_spec, synthetic_stats(io_spec))
+    policy = build_from_factory(FACTORY, config(tiny_vlms[arch], train), io_spec, synthetic_stats(io_spec))
     before = {name: p.detach().clone() for name, p in policy.named_parameters()}
     losses = sft_steps(policy)
     assert losses[-1] < losses[0]
