@@ -1,10 +1,11 @@
 """Save and load a VLA policy as one folder: ``model.safetensors``, ``config.json``, ``stats.json``.
 
-``config.json`` holds ``{"format_version", "policy": <PolicyConfig>, "io_spec": <PolicyIOSpec>}``.
-The folder is written under a temporary name next to the target and renamed into place,
-so a crash never leaves a half-written policy behind. Loading rebuilds the policy from the
-config and loads the weights strictly: any missing, unexpected or mis-shaped key is an error
-that lists them.
+``config.json`` holds ``{"format_version", "factory", "policy": <config>, "io_spec": <PolicyIOSpec>}``.
+Any policy saves this way (see :mod:`policies.factory`): ``factory`` is the import path of the function that
+built it, and loading rebuilds the policy through that factory (folders without it were written by the
+default :class:`VLAPolicy`). The folder is written under a temporary name next to the target and renamed
+into place, so a crash never leaves a half-written policy behind. Loading loads the weights strictly: any
+missing, unexpected or mis-shaped key is an error that lists them.
 
 A frozen pretrained language encoder is *referenced* by its ``language.source`` (a local
 folder or an installed package), not saved: its weights are not part of ``state_dict()``
@@ -30,11 +31,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from policies.config import PolicyConfig, PolicyIOSpec
+from policies.factory import DEFAULT_POLICY_FACTORY, build_from_factory, factory_of, plain_dict
 from policies.heads.legacy import upgrade_head, upgrade_weights
 from policies.normalization import load_stats, save_stats
 
 if TYPE_CHECKING:
-    from policies.vla import VLAPolicy
+    from torch import nn
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -46,7 +48,7 @@ class StateDictMismatchError(RuntimeError):
     """The saved weights do not match the policy rebuilt from the saved config."""
 
 
-def save_pretrained(policy: VLAPolicy, directory: str | Path) -> Path:
+def save_pretrained(policy: nn.Module, directory: str | Path) -> Path:
     """Write ``policy`` into ``directory`` (replaced atomically if it exists); returns the path."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -58,8 +60,9 @@ def save_pretrained(policy: VLAPolicy, directory: str | Path) -> Path:
         save_file(weights, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
         config = {
             "format_version": FORMAT_VERSION,
-            "policy": policy.config.to_dict(),
-            "io_spec": policy.io_spec.to_dict(),
+            "factory": factory_of(policy),
+            "policy": plain_dict(policy.config, "config"),
+            "io_spec": plain_dict(policy.io_spec, "io_spec"),
         }
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2))
         save_stats(policy.stats, staging / STATS_FILE)
@@ -85,8 +88,8 @@ def _read_json(path: Path) -> dict:
         raise ValueError(f"cannot read {str(path)!r}: {error}") from error
 
 
-def load_config(directory: str | Path) -> tuple[PolicyConfig, PolicyIOSpec]:
-    """The policy config and io spec saved in ``directory``."""
+def load_saved_config(directory: str | Path) -> tuple[str, dict, dict]:
+    """``(factory, policy config dict, io spec dict)`` saved in ``directory`` (any policy)."""
     path = Path(directory) / CONFIG_FILE
     data = _read_json(path)
     for key in ("policy", "io_spec"):
@@ -95,10 +98,16 @@ def load_config(directory: str | Path) -> tuple[PolicyConfig, PolicyIOSpec]:
     policy = dict(data["policy"])
     if isinstance(policy.get("head"), dict):
         policy["head"] = upgrade_head(policy["head"])
+    return str(data.get("factory", DEFAULT_POLICY_FACTORY)), policy, data["io_spec"]
+
+
+def load_config(directory: str | Path) -> tuple[PolicyConfig, PolicyIOSpec]:
+    """The :class:`PolicyConfig` and io spec of a :class:`VLAPolicy` saved in ``directory``."""
+    _, config, io_spec = load_saved_config(directory)
     try:
-        return PolicyConfig.from_dict(policy), PolicyIOSpec.from_spec(data["io_spec"])
+        return PolicyConfig.from_dict(config), PolicyIOSpec.from_spec(io_spec)
     except ValueError as error:
-        raise ValueError(f"invalid policy config in {str(path)!r}: {error}") from error
+        raise ValueError(f"invalid policy config in {str(Path(directory) / CONFIG_FILE)!r}: {error}") from error
 
 
 def load_state_dict_strict(module: torch.nn.Module, weights: dict[str, torch.Tensor], source: str) -> None:
@@ -120,17 +129,18 @@ def load_state_dict_strict(module: torch.nn.Module, weights: dict[str, torch.Ten
     module.load_state_dict(weights, strict=True)
 
 
-def load_pretrained(directory: str | Path, device: str | torch.device | None = None) -> VLAPolicy:
-    """Rebuild a policy saved by :func:`save_pretrained` and load its weights strictly."""
-    from policies.vla import VLAPolicy
-
+def load_pretrained(directory: str | Path, device: str | torch.device | None = None) -> nn.Module:
+    """Rebuild a policy saved by :func:`save_pretrained` through its factory and load its weights strictly."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"policy folder {str(directory)!r} does not exist; pass a folder written by "
                                 f"save_pretrained")
-    config, io_spec = load_config(directory)
+    factory, config, io_spec = load_saved_config(directory)
     stats = load_stats(directory / STATS_FILE)
-    policy = VLAPolicy(config, io_spec, stats or None)
+    try:
+        policy = build_from_factory(factory, config, io_spec, stats or None)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"invalid policy config in {str(directory / CONFIG_FILE)!r}: {error}") from error
     weights_path = directory / WEIGHTS_FILE
     if not weights_path.is_file():
         raise FileNotFoundError(f"{str(weights_path)!r} does not exist; the policy folder is incomplete")

@@ -68,6 +68,8 @@ class VLAPolicy(nn.Module):
         stats: dataset statistics ``{"action": {...}, "state": {...}}`` (see
             ``policies.normalization``); ``None`` only when both modes are "identity".
         head: an already built action head (default: built from ``config.head``).
+        encoder: an already built observation encoder with ``output_dim`` (default: the compact one from
+            ``config``; the VLM-backbone policy passes a ``policies.backbones.hf_vlm.HFVLMEncoder``).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class VLAPolicy(nn.Module):
         io_spec: Any,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
         head: ActionHead | None = None,
+        encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.config = config
@@ -86,7 +89,7 @@ class VLAPolicy(nn.Module):
         if spec.state_dim > 0:
             modes["state"] = config.normalization.state
         self.normalizer = Normalizer(stats, modes, sizes)
-        self.encoder = ObservationEncoder(config, spec)
+        self.encoder = encoder if encoder is not None else ObservationEncoder(config, spec)
         rl_feature_dim = rl_vision_feature_dim(config.rl_vision, spec.camera_names) if config.rl_vision.enabled else 0
         self.head = (
             head if head is not None else build_head(config, self.encoder.output_dim, spec.action_dim, rl_feature_dim)

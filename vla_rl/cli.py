@@ -1,4 +1,4 @@
-"""The `vla-rl` command: train | eval | collect | sft | bench | envs | plot | config.
+"""The `vla-rl` command: train | eval | collect | sft | bench | envs | policies | plot | config.
 
 Each subcommand lives in its own module under :mod:`vla_rl.commands`. Commands that take
 a config accept Hydra overrides after their name, e.g.

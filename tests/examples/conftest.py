@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-PACKAGES = [str(EXAMPLES / name) for name in ("planar_pusher", "rover_nav")]
+PACKAGES = [str(EXAMPLES / name) for name in ("planar_pusher", "rover_nav", "pooled_pixels_policy")]
 for package in PACKAGES:
     if package not in sys.path:
         sys.path.insert(0, package)

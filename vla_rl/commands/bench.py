@@ -1,4 +1,4 @@
-"""`vla-rl bench env | policy | rollout | update | alignment`: benchmarks that print one JSON object.
+"""`vla-rl bench env | policy [--vlm] | rollout | update | alignment`: benchmarks that print one JSON object.
 
 ``rollout`` and ``update`` build the trainer's worker groups from the composed config and take
 Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``. ``alignment``
@@ -43,6 +43,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = {"env": entry.name, "task": task, **result}
     elif args.target == "alignment":
         result = _alignment_benchmark(args)
+    elif args.target == "policy" and args.vlm:
+        from policies.backbones.benchmark import run_vlm_benchmark
+
+        result = run_vlm_benchmark(args.batch_size, args.repeats, args.vlm_architecture, args.vlm_hidden_size)
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
 
@@ -93,6 +97,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
+    bench.add_argument("--vlm", action="store_true", help="bench policy: a tiny VLM policy (frozen, LoRA, full) side "
+                       "by side with the compact one, with the weight sync's bytes and seconds")  # fmt: skip
+    bench.add_argument("--vlm-architecture", default="idefics3", choices=["idefics3", "smolvlm", "paligemma"])
+    bench.add_argument("--vlm-hidden-size", type=int, default=64, help="width of the tiny VLM's towers (bench policy --vlm)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=None, help="measured rounds (bench env, rollout, update: 3, "
                        "after a warm-up; alignment: mini-batches, 10, at least 2)")

@@ -52,8 +52,8 @@ class ActorGroup:
         futures = [w.update.remote(batch_ref, instructions, seed, train_policy) for w in self.workers]
         return collect_rank_metrics(ray.get(futures))
 
-    def full_weights(self) -> dict:
-        return ray.get([w.full_weights.remote() for w in self.workers])[0]
+    def full_weights(self, changing_only: bool = False) -> dict:
+        return ray.get([w.full_weights.remote(changing_only) for w in self.workers])[0]
 
     def save(self, folder: str) -> None:
         ray.get([w.save.remote(folder) for w in self.workers])

@@ -164,9 +164,17 @@ class ActorWorker:
         self.training_step += 1
         return metrics
 
-    def full_weights(self) -> dict[str, torch.Tensor] | None:
-        """Unsharded CPU weights (a collective: every rank must be called); rank 0 returns them."""
+    def full_weights(self, changing_only: bool = False) -> dict[str, torch.Tensor] | None:
+        """Unsharded CPU weights (a collective: every rank must be called); rank 0 returns them.
+
+        ``changing_only``: only what training changes (``vla_rl.workers.weight_sync``), for a rollout worker
+        that already holds the rest.
+        """
         weights = full_state_dict(self.model)
+        if changing_only:
+            from vla_rl.workers.weight_sync import changing_keys, select
+
+            weights = select(weights, changing_keys(self.model))
         return weights if self.rank == 0 else None
 
     def save(self, folder: str) -> None:

@@ -16,6 +16,9 @@ import torch
 from torch import nn
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
+#: Where a built policy records the factory that built it (``policies.factory.FACTORY_ATTRIBUTE``), so that
+#: ``save_pretrained`` writes it and ``load_pretrained`` rebuilds the policy through the same factory.
+FACTORY_ATTRIBUTE = "factory_path"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,10 @@ class PolicySpec:
     def build(self, device: torch.device | str = "cpu") -> nn.Module:
         torch.manual_seed(self.seed)
         policy = pkgutil.resolve_name(self.factory)(self.config, self.io_spec, self.stats)
+        if not isinstance(policy, nn.Module):
+            raise TypeError(f"policy factory {self.factory!r} returned {type(policy).__name__}; it must return a "
+                            "torch nn.Module")  # fmt: skip
+        setattr(policy, FACTORY_ATTRIBUTE, self.factory)
         if self.initial_weights is not None:
             missing, unexpected = policy.load_state_dict(self.initial_weights, strict=False)
             if missing or unexpected:

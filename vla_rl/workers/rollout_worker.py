@@ -43,11 +43,19 @@ class RolloutWorker:
         self.timer = PhaseTimer()
         self._forward_hooks: list = []
 
-    def set_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> bool:
-        """Load the actor's full weights; returns False (and copies nothing) if ``version`` is current."""
+    def set_weights(self, state_dict: dict[str, torch.Tensor], version: int, changing_only: bool = False) -> bool:
+        """Load the actor's weights (all of them, or with ``changing_only`` those training changes, over a full
+        set loaded before); returns False (and copies nothing) if ``version`` is current."""
         if version == self.weights_version:
             return False
-        self.policy.load_state_dict(state_dict, strict=True)
+        if changing_only:
+            from vla_rl.workers.weight_sync import load_changing
+
+            if self.weights_version < 0:
+                raise RuntimeError("the first weights a rollout worker receives must be complete (changing_only=False)")
+            load_changing(self.policy, state_dict)
+        else:
+            self.policy.load_state_dict(state_dict, strict=True)
         self.weights_version = version
         return True
 

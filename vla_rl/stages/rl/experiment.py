@@ -144,15 +144,22 @@ def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_polic
         folder = Path(init_policy)
         if not (folder / "config.json").is_file():
             raise ConfigError(f"'trainer.init_policy': {folder} is not a save_pretrained folder (no config.json)")
+        from policies.factory import factory_of, plain_dict
+
         policy = load_pretrained(folder)
         weights = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
-        config = policy.config.to_dict()
+        config = plain_dict(policy.config, "config")
         requested = OmegaConf.to_container(cfg.policy, resolve=True)
-        requested.pop("factory", None)
+        factory = factory_of(policy)
+        if requested.pop("factory", None) != factory:
+            raise ConfigError(
+                f"'trainer.init_policy'={str(folder)!r} holds a policy built by {factory!r}, but the config asks for "
+                f"policy.factory={cfg.policy.factory!r}; choose policy= (or policy.factory=) as when it was trained"
+            )
         check_loaded_policy(folder, config, requested)
         stats = json.loads(json.dumps(policy.stats))
         logger.info("starting from %s (its config, weights and statistics)", folder)
-        return PolicySpec(config, io_spec, stats, str(cfg.policy.factory), int(cfg.seed), weights)
+        return PolicySpec(config, io_spec, stats, factory, int(cfg.seed), weights)
     config = OmegaConf.to_container(cfg.policy, resolve=True)
     factory = config.pop("factory")
     return PolicySpec(config, io_spec, statistics_from_bounds(io_spec), factory, int(cfg.seed))

@@ -152,11 +152,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ phases
     def sync_weights(self) -> None:
-        """Push the actor's weights to the rollout worker, unless it already has this version."""
+        """Push the actor's weights to the rollout worker, unless it already has this version: all of them the
+        first time, then only those training changes (a frozen backbone travels once; weight_sync.py)."""
         if self.synced_version == self.state.weights_version:
             return
-        weights = ray.put(self.actors.full_weights())
-        ray.get(self.rollout_worker.set_weights.remote(weights, self.state.weights_version))
+        changing_only = self.synced_version >= 0
+        weights = ray.put(self.actors.full_weights(changing_only))
+        ray.get(self.rollout_worker.set_weights.remote(weights, self.state.weights_version, changing_only))
         self.synced_version = self.state.weights_version
 
     def collect_rollout(self, iteration: int, profile_folder: Path | None = None) -> Rollout:

@@ -1,0 +1,1 @@
+"""Pretrained vision-language backbones for VLAs (Hugging Face transformers, from local folders)."""

@@ -1,0 +1,85 @@
+"""Policies by import path: the factory a policy is built with, and what it must provide.
+
+A policy factory is any function ``make(config: dict, io_spec: dict, stats: dict | None) -> nn.Module``,
+named by ``"package.module:function"`` in ``policy.factory``. The built-in policies go through the same
+path (``policies.vla:build_policy``, ``policies.backbones.vlm_policy:build_policy``). The module may define
+``validate_policy_config(config: dict)`` that raises ``ValueError`` naming a bad key; the driver calls it
+before any work.
+
+What the returned module must provide (the policy protocol, checked by ``vla-rl policies check``,
+:mod:`policies.checks`; docs/new_policy_guide.md):
+
+- ``act(obs, deterministic=False, generator=None) -> (actions (B, H, A) in env units, extras)``, where
+  ``extras`` holds at least ``"log_prob"`` ``(B, H, A)`` and ``"value"`` ``(B,)`` (tensors with leading
+  dim B; everything ``evaluate`` needs later);
+- ``evaluate(obs, extras) -> (log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` with gradients,
+  equal to ``act``'s ``log_prob`` for the same weights;
+- ``value(obs) -> (B,)``; ``bc_loss(batch) -> scalar`` with ``batch["action"]`` ``(B, H, A)`` in env units;
+- ``config`` (a dataclass with ``to_dict()``, or a dict) with ``chunk_size``; ``io_spec`` (``to_dict()`` or a
+  dict); ``stats`` (the statistics it was built with); ``device``;
+- ``save_pretrained(folder)``: usually :func:`policies.hub.save_pretrained`, which writes the weights,
+  config, io spec, statistics and this factory's path, so that :func:`policies.hub.load_pretrained` can
+  rebuild any policy through its own factory.
+
+The critic's parameters live under ``value_head.`` (the optimizer gives them ``optim.critic_lr``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from torch import nn
+
+DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
+#: The attribute that records on a built policy the import path of the factory that built it.
+FACTORY_ATTRIBUTE = "factory_path"
+
+
+def import_factory(path: str) -> Callable[..., nn.Module]:
+    """The function named by ``"package.module:function"``.
+
+    Raises:
+        ValueError: ``path`` is not of that form.
+        ImportError: the module or the function does not exist (the message says which).
+    """
+    module_name, sep, attribute = str(path).partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"policy factory {path!r} must look like 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(
+            f"cannot import module {module_name!r} of policy factory {path!r}: {error}. "
+            "Is the package installed (pip install -e .) or on PYTHONPATH?"
+        ) from error
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ImportError(f"module {module_name!r} has no function {attribute!r} (policy factory {path!r})")
+    return factory
+
+
+def build_from_factory(
+    path: str, config: Mapping[str, Any], io_spec: Mapping[str, Any], stats: Mapping[str, Any] | None
+) -> nn.Module:
+    """Call the factory at ``path`` and record ``path`` on the policy (``save_pretrained`` writes it)."""
+    policy = import_factory(path)(dict(config), dict(io_spec), stats)
+    if not isinstance(policy, nn.Module):
+        raise TypeError(f"policy factory {path!r} returned {type(policy).__name__}; it must return a torch nn.Module")
+    setattr(policy, FACTORY_ATTRIBUTE, path)
+    return policy
+
+
+def factory_of(policy: nn.Module) -> str:
+    """The import path of the factory that built ``policy`` (the default one for a policy built directly)."""
+    return str(getattr(policy, FACTORY_ATTRIBUTE, DEFAULT_POLICY_FACTORY))
+
+
+def plain_dict(value: Any, what: str) -> dict[str, Any]:
+    """``value.to_dict()`` or ``dict(value)``: a policy's config or io spec as JSON-able data."""
+    if hasattr(value, "to_dict"):
+        return dict(value.to_dict())
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"the policy's {what} is a {type(value).__name__}; give it to_dict() or make it a dict")

@@ -1,0 +1,74 @@
+"""`vla-rl policies check`: the policy conformance kit (:mod:`policies.checks`) on a factory or a policy config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vla_rl.commands.common import add_config_arguments
+
+
+def policy_under_test(target: str, overrides: list[str]) -> tuple[str, dict]:
+    """``(factory, config)``: a factory import path with its default config ({}), or the composed ``policy=TARGET``."""
+    from omegaconf import OmegaConf
+
+    from vla_rl.config import ConfigError, load_config
+
+    if ":" in target:
+        if overrides:
+            raise ConfigError(f"overrides {overrides} apply to a policy config; give one (policy file) instead of the "
+                              f"factory {target!r}")  # fmt: skip
+        return target, {}
+    cfg = load_config([f"policy={target}", *overrides])
+    config = OmegaConf.to_container(cfg.policy, resolve=True)
+    return str(config.pop("factory")), config
+
+
+def cmd_policies_check(args: argparse.Namespace) -> int:
+    from policies.checks import CheckResult, PolicyConformanceError, run_checks, synthetic_io_spec
+
+    factory, config = policy_under_test(args.target, list(args.overrides))
+    from policies.factory import import_factory
+
+    try:
+        import_factory(factory)  # before any env renders (see docs/platform.md)
+    except (ImportError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    io_spec = synthetic_io_spec(args.image_size)
+    if args.env:
+        from policies.config import PolicyIOSpec
+        from vla_rl.stages.env_io import env_io_spec
+
+        io_spec = PolicyIOSpec.from_spec(env_io_spec(args.env, None, {})).to_dict()
+
+    def report(result: CheckResult) -> None:
+        print(f"  [ok  ] {result.name}" + (f": {result.detail}" if result.detail else ""), flush=True)
+
+    print(f"{factory} on {args.env or 'a synthetic env'} (cameras {list(io_spec['camera_names'])}, actions "
+          f"{io_spec['action_low']}..{io_spec['action_high']})")  # fmt: skip
+    try:
+        run_checks(factory, config, io_spec, report=report)
+    except PolicyConformanceError as error:
+        print(f"conformance check failed for {factory}: {error}", file=sys.stderr)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    policies = commands.add_parser("policies", help="check a policy (a factory or a policy config) for conformance")
+    actions = policies.add_subparsers(dest="policies_command", required=True, metavar="ACTION")
+    check = actions.add_parser(
+        "check",
+        help="run the policy conformance kit",
+        description="Build the policy and check act / evaluate / bc_loss shapes, the exact recomputation of act's "
+        "log-probs by evaluate, actions in the env's units, and a save_pretrained / load_pretrained round trip. "
+        "TARGET is a factory (my_pkg.my_policy:make, built with its default config) or a policy config "
+        "(flow, or my_policy from --config-dir DIR/policy/my_policy.yaml) with optional overrides.",
+    )
+    check.add_argument("target", help="my_pkg.my_policy:make, or a policy config name such as flow")
+    check.add_argument("--env", default=None, help="take the io spec from this env (default: a synthetic one)")
+    check.add_argument("--image-size", type=int, default=32, help="image size of the synthetic env (default 32)")
+    add_config_arguments(check, "policy overrides, e.g. policy.chunk_size=2")
+    check.set_defaults(func=cmd_policies_check)
