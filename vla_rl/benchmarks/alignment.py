@@ -80,13 +80,11 @@ class AlignmentSettings:
 
 def configured_minibatch_size(setup: BenchSetup) -> int:
     """Chunks per PPO mini-batch: the rollout's chunks per iteration over ``algo.update.num_minibatches``."""
-    from vla_rl.workers.ppo_update import UpdateConfig
-
     trainer = setup.trainer
     chunks = (
         trainer.num_env_workers * trainer.num_stages * trainer.envs_per_stage * int(trainer.rollout_steps)
     )
-    return max(2, chunks // UpdateConfig(**setup.algo.update).num_minibatches)
+    return max(2, chunks // setup.algo.update.num_minibatches)
 
 
 def policy_with_weights(setup: BenchSetup, folder: str | None) -> torch.nn.Module:
