@@ -176,7 +176,7 @@ def _register_builtins() -> None:
         "envs.metaworld.env:make_metaworld_env",
         tasks=METAWORLD_TASKS,
         default_task="reach-v3",
-        description="MetaWorld v3: 50 Sawyer tasks (MT10, MT50); needs `pip install metaworld`",
+        description="MetaWorld v3: 50 Sawyer tasks (MT10, MT50); needs `pip install --no-deps metaworld==3.1.1`",
         overwrite=True,
         benchmark="envs.metaworld.benchmark:measure_env_speed",
     )

@@ -48,7 +48,10 @@ from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 DEFAULT_CAMERAS = ("corner", "gripperPOV")
 #: Mesh grid (m) of the rendered arm: 13k of its 67k triangles are left, a 64 px image looks the same.
 DEFAULT_MESH_CELL = 0.01
-INSTALL_HINT = "pip install metaworld==3.1.1 (it pins mujoco==3.3.0)"
+#: metaworld 3.1.1 pins mujoco==3.3.0, which would replace vla-rl's mujoco (and change the tabletop
+#: physics); it runs on vla-rl's mujoco 3.9 (its conformance and experts are tested there), and its other
+#: dependencies are vla-rl's own, so it is installed without them.
+INSTALL_HINT = "pip install --no-deps metaworld==3.1.1"
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 _INIT_KEYS = ("task", "instruction", "rand_vec", "physics")
 
