@@ -23,12 +23,12 @@ def main(episodes: int) -> dict[str, dict[str, float]]:
         for seed in range(episodes):
             observation, _ = env.reset(seed=seed)
             expert.reset(seed=seed)
-            for step in range(env.max_episode_steps):
+            steps, done = 0, False
+            while not done:
                 observation, _, terminated, truncated, info = env.step(expert.act(observation))
-                if terminated or truncated:
-                    break
+                steps, done = steps + 1, terminated or truncated
             wins += int(info["is_success"])
-            lengths.append(step + 1)
+            lengths.append(steps)
         env.close()
         rows[task] = {"success": wins / episodes, "max_len": max(lengths), "mean_len": sum(lengths) / len(lengths)}
         print(task, rows[task], flush=True)

@@ -11,8 +11,6 @@ import statistics
 import sys
 import time
 
-import mujoco
-
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.env import make_metaworld_env
 
