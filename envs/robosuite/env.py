@@ -75,6 +75,7 @@ class RobosuiteEnv(RobotEnv):
         max_episode_steps: int | dict[str, int] | None = None,
         instructions: dict[str, str | tuple[str, ...]] | None = None,
         render_quality: str = "fast",
+        mesh_cell: float | None = None,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -87,6 +88,7 @@ class RobosuiteEnv(RobotEnv):
         self.control_freq = float(control_freq)
         self.dense_reward = dense_reward
         self.render_quality = render_quality
+        self.mesh_cell = mesh_cell
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
         self._max_steps_override = max_episode_steps
@@ -128,7 +130,7 @@ class RobosuiteEnv(RobotEnv):
         unknown = [name for name in self._cameras if name not in available]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown} in robosuite {task.name}; available: {available}")
-        self._renderer = CameraRenderer(self.model, self.image_shape, self.render_quality)
+        self._renderer = CameraRenderer(self.model, self.image_shape, self.render_quality, self.mesh_cell)
         self.scaling: ActionScaling = _joined_scaling([action_scaling_of(robot) for robot in self._inner.robots])
         self.action_space = gym.spaces.Box(
             self.scaling.low.astype(np.float32), self.scaling.high.astype(np.float32), dtype=np.float32
@@ -272,12 +274,14 @@ def make_robosuite_env(
     max_episode_steps: int | dict[str, int] | None = None,
     instructions: dict[str, str | tuple[str, ...]] | None = None,
     render_quality: str = "fast",
+    mesh_cell: float | None = None,
     render_mode: str | None = None,
 ) -> RobosuiteEnv:
     """Build a robosuite task env (the factory registered as ``robosuite`` in :mod:`envs.registry`).
 
     ``robot``: a robosuite robot name (two-arm tasks get two of it unless it is bimanual) or a list of
-    names; ``max_episode_steps``: one length or task -> length; ``instructions``: task -> phrasings.
+    names; ``max_episode_steps``: one length or task -> length; ``instructions``: task -> phrasings;
+    ``mesh_cell``: draw meshes coarsened to that grid (m) in camera images (:mod:`envs.builtin.mesh_detail`).
     """
     return RobosuiteEnv(
         task=task,
@@ -291,6 +295,7 @@ def make_robosuite_env(
         max_episode_steps=dict(max_episode_steps) if isinstance(max_episode_steps, dict) else max_episode_steps,
         instructions=dict(instructions) if instructions else None,
         render_quality=render_quality,
+        mesh_cell=mesh_cell,
         render_mode=render_mode,
     )
 

@@ -81,6 +81,22 @@ def test_two_arm_task_gets_both_arms_actions_and_states():
         env.close()
 
 
+def test_coarse_meshes_in_images_look_like_the_full_ones_and_leave_the_model_alone():
+    full = make("robosuite/Lift", image_size=64)
+    coarse = make("robosuite/Lift", image_size=64, mesh_cell=0.01)
+    try:
+        faces = coarse.model.mesh_face.copy()
+        a, b = full.reset(seed=4)[0], coarse.reset(seed=4)[0]
+        np.testing.assert_array_equal(coarse.model.mesh_face, faces)
+        np.testing.assert_array_equal(a["state"], b["state"])
+        for camera in a["images"]:
+            difference = np.abs(a["images"][camera].astype(int) - b["images"][camera].astype(int)).max(-1)
+            assert 0 < (difference > 40).mean() < 0.02, camera  # some edge pixels of the Panda change
+    finally:
+        full.close()
+        coarse.close()
+
+
 @pytest.mark.slow  # about 10-20 s a task on 2 busy cores; `vla-rl envs check robosuite --all-tasks` checks all
 @pytest.mark.parametrize("task, robot", [("Wipe", "Panda"), ("TwoArmHandover", "Baxter"), ("ToolHang", "Panda")])
 def test_other_environments_pass_the_conformance_kit(task, robot):
