@@ -169,6 +169,17 @@ def _register_builtins() -> None:
         overwrite=True,
         benchmark="envs.builtin.benchmark:measure_env_speed",
     )
+    from envs.metaworld.tasks import METAWORLD_TASKS
+
+    register(
+        "metaworld",
+        "envs.metaworld.env:make_metaworld_env",
+        tasks=METAWORLD_TASKS,
+        default_task="reach-v3",
+        description="MetaWorld v3: 50 Sawyer tasks (MT10, MT50); needs `pip install --no-deps metaworld==3.1.1`",
+        overwrite=True,
+        benchmark="envs.metaworld.benchmark:measure_env_speed",
+    )
     try:
         from envs.robosuite import ROBOSUITE_TASKS
     except ImportError:

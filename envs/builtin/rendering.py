@@ -23,6 +23,8 @@ import os
 import mujoco
 import numpy as np
 
+from envs.builtin.mesh_detail import coarsened_copy
+
 RENDER_QUALITIES = ("fast", "high")
 LLVMPIPE_THREADS = "LP_NUM_THREADS"
 
@@ -32,12 +34,19 @@ class CameraRenderer:
 
     ``quality="fast"`` turns shadows, reflections and multisampling off (on CPU/llvmpipe this is
     the difference between ~40 and ~2000 images/s at 64 px); ``"high"`` keeps them on.
+    ``mesh_cell`` (metres): draw meshes coarsened to that grid (:mod:`envs.builtin.mesh_detail`);
+    None draws them as they are.
     """
 
-    def __init__(self, model: mujoco.MjModel, image_shape: tuple[int, int], quality: str = "fast") -> None:
+    def __init__(
+        self, model: mujoco.MjModel, image_shape: tuple[int, int], quality: str = "fast", mesh_cell: float | None = None
+    ) -> None:
         if quality not in RENDER_QUALITIES:
             raise ValueError(f"render_quality {quality!r} is not one of {RENDER_QUALITIES}")
+        if mesh_cell is not None and not mesh_cell > 0:
+            raise ValueError(f"mesh_cell must be a positive size in metres or None, got {mesh_cell!r}")
         self.model = model
+        self.mesh_cell = mesh_cell
         self.image_shape = image_shape
         self.quality = quality
         self._gl_context = None
@@ -63,7 +72,8 @@ class CameraRenderer:
         self._scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = not fast
         self._gl_context = gl_context(width, height)
         self._gl_context.make_current()
-        self._mjr_context = mujoco.MjrContext(self.model, mujoco.mjtFontScale.mjFONTSCALE_150.value)
+        uploaded = self.model if self.mesh_cell is None else coarsened_copy(self.model, self.mesh_cell)
+        self._mjr_context = mujoco.MjrContext(uploaded, mujoco.mjtFontScale.mjFONTSCALE_150.value)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._mjr_context)
 
     def _camera(self, name: str) -> mujoco.MjvCamera:

@@ -14,14 +14,18 @@ task). What it does beyond a thin wrapper, and why (see ``PLATFORM_NOTES.md``):
   generator (``env.rng``), shared with its placement samplers; ``reset(seed=...)`` re-seeds that
   generator in place.
 
-Action (robot units, OSC_POSE default), shape (7,): ``[dx, dy, dz, dax, day, daz, gripper]``:
-end-effector translation (m, +-0.05 per step) and rotation (axis-angle, rad, +-0.5 per step) in
-the robot base frame; gripper -1 open, +1 close. Other controllers: see
-:mod:`envs.robosuite.controllers`.
+Every environment robosuite registers is a task (:mod:`envs.robosuite.tasks`), with any robosuite
+robot (``robot="Sawyer"``; two-arm tasks get two of a one-arm robot, or one bimanual robot: see
+:mod:`envs.robosuite.robots`) and controller.
 
-State ``obs["state"]`` (float32): ``[eef_x, eef_y, eef_z, eef_qx, eef_qy, eef_qz, eef_qw,
-finger_qpos (gripper dof), arm joint angles (arm dof)]`` (16 for the Panda): grip site in the world
-frame (m), its orientation (quaternion, xyzw, w >= 0), finger joint positions, joint angles (rad).
+Action (robot units, OSC_POSE default), shape (7,) per arm: ``[dx, dy, dz, dax, day, daz, gripper]``:
+end-effector translation (m, +-0.05 per step) and rotation (axis-angle, rad, +-0.5 per step) in
+the robot base frame; gripper -1 open, +1 close. A second robot's entries follow the first's, named
+``robot1_...``. Other controllers: see :mod:`envs.robosuite.controllers`.
+
+State ``obs["state"]`` (float32): per arm ``[eef_x, eef_y, eef_z, eef_qx, eef_qy, eef_qz, eef_qw,
+finger_qpos (gripper dof)]``, then the robot's arm joint angles (16 for the Panda): grip site in the
+world frame (m), its orientation (quaternion, xyzw, w >= 0), finger joint positions, joint angles (rad).
 
 Reward: sparse 1.0 on the step the task succeeds (the episode then terminates); with
 ``dense_reward=True``, robosuite's shaped reward instead (``reward_shaping=True``).
@@ -39,6 +43,7 @@ import numpy as np
 from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
+from envs.robosuite.robots import StateLayout, robots_for, state_layout
 from envs.robosuite.sim_state import capture_init_state, check_init_state, restore_init_state
 from envs.robosuite.tasks import ROBOSUITE_TASKS, RobosuiteTask, get_task
 
@@ -62,30 +67,34 @@ class RobosuiteEnv(RobotEnv):
         task: str = "Lift",
         image_size: int | tuple[int, int] = 64,
         cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-        robot: str = "Panda",
+        robot: str | tuple[str, ...] = "Panda",
         controller: str = "OSC_POSE",
         controller_overrides: dict[str, Any] | None = None,
         control_freq: float = 20.0,
         dense_reward: bool = False,
-        max_episode_steps: int | None = None,
+        max_episode_steps: int | dict[str, int] | None = None,
+        instructions: dict[str, str | tuple[str, ...]] | None = None,
         render_quality: str = "fast",
+        mesh_cell: float | None = None,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
         self.image_shape = _image_shape(image_size)
-        self.robot_name = robot
-        self.controller_config = build_controller_config(controller, robot, controller_overrides)
+        self.robot_name = robot if isinstance(robot, str) else tuple(robot)
+        self._controller = (controller, controller_overrides)
+        self._instructions = dict(instructions) if instructions else None
         self.control_freq = float(control_freq)
         self.dense_reward = dense_reward
         self.render_quality = render_quality
+        self.mesh_cell = mesh_cell
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
         self._max_steps_override = max_episode_steps
         self._inner: Any = None
         self._renderer: CameraRenderer | None = None
-        self._build(get_task(task))
+        self._build(self._task(task))
         self._instruction = ""
         self._elapsed_steps = 0
         self._needs_reset = True
@@ -96,9 +105,12 @@ class RobosuiteEnv(RobotEnv):
         import robosuite
 
         self._close_inner()
+        robots = robots_for(task.name, self.robot_name)
+        configs = [build_controller_config(self._controller[0], name, self._controller[1]) for name in robots]
+        self.controller_config = configs[0] if len(configs) == 1 else configs
         self._inner = robosuite.make(
             task.name,
-            robots=self.robot_name,
+            robots=robots[0] if len(robots) == 1 else robots,
             controller_configs=self.controller_config,
             has_renderer=False,
             has_offscreen_renderer=False,
@@ -118,16 +130,14 @@ class RobosuiteEnv(RobotEnv):
         unknown = [name for name in self._cameras if name not in available]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown} in robosuite {task.name}; available: {available}")
-        self._renderer = CameraRenderer(self.model, self.image_shape, self.render_quality)
-        robot = self._inner.robots[0]
-        self.scaling: ActionScaling = action_scaling_of(robot)
+        self._renderer = CameraRenderer(self.model, self.image_shape, self.render_quality, self.mesh_cell)
+        self.scaling: ActionScaling = _joined_scaling([action_scaling_of(robot) for robot in self._inner.robots])
         self.action_space = gym.spaces.Box(
             self.scaling.low.astype(np.float32), self.scaling.high.astype(np.float32), dtype=np.float32
         )
-        self._eef_site = robot.eef_site_id[robot.arms[0]]
-        self._arm_qpos = np.asarray(robot._ref_arm_joint_pos_indexes)
-        self._finger_qpos = np.asarray(robot._ref_gripper_joint_pos_indexes[robot.arms[0]])
-        state_dim = 7 + len(self._finger_qpos) + len(self._arm_qpos)
+        self._layout: StateLayout = state_layout(self._inner.robots)
+        self._eef_site = self._layout.eef_sites[0]
+        state_dim = self._layout.state_dim
         self.observation_space = make_observation_space(self._cameras, self.image_shape, state_dim)
         self.env_spec = EnvSpec(
             name="robosuite",
@@ -140,8 +150,8 @@ class RobosuiteEnv(RobotEnv):
             action_high=tuple(float(v) for v in self.action_space.high),
             action_names=self.scaling.names,
             control_hz=self.control_freq,
-            max_episode_steps=int(self._max_steps_override or task.max_episode_steps),
-            extra={"robot": self.robot_name, "controller": self.controller_config["body_parts"]},
+            max_episode_steps=int(task.max_episode_steps),
+            extra={"robot": robots, "controller": [config["body_parts"] for config in configs]},
         )
         self._needs_reset = True
 
@@ -160,7 +170,7 @@ class RobosuiteEnv(RobotEnv):
                 )
             task_name = init_state["task"]
         if task_name is not None and task_name != self.task.name:
-            self._build(get_task(task_name))
+            self._build(self._task(task_name))
         if seed is not None:  # re-seed in place: the placement samplers hold this very generator
             self._inner.rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
         self._inner.reset()
@@ -209,6 +219,9 @@ class RobosuiteEnv(RobotEnv):
             self._inner = None
 
     # ----------------------------------------------------------------- internals
+    def _task(self, name: str) -> RobosuiteTask:
+        return get_task(name, self._instructions, self._max_steps_override)
+
     def _reset_controllers(self) -> None:
         """After restoring a state, rebuild the controllers from it as robosuite's robot reset does."""
         for robot in self._inner.robots:
@@ -220,17 +233,7 @@ class RobosuiteEnv(RobotEnv):
             robot.composite_controller.reset()
 
     def _observation(self) -> dict[str, Any]:
-        quaternion = np.empty(4)
-        mujoco.mju_mat2Quat(quaternion, self.data.site_xmat[self._eef_site])  # wxyz
-        xyzw = np.roll(quaternion, -1) * (1.0 if quaternion[0] >= 0 else -1.0)
-        state = np.concatenate(
-            [
-                self.data.site_xpos[self._eef_site],
-                xyzw,
-                self.data.qpos[self._finger_qpos],
-                self.data.qpos[self._arm_qpos],
-            ]
-        ).astype(np.float32)
+        state = self._layout.read(self.data)
         images = {name: self._renderer.render(self.data, name) for name in self._cameras}
         return {"images": images, "state": state, "instruction": self._instruction}
 
@@ -250,31 +253,49 @@ class RobosuiteEnv(RobotEnv):
         return self._elapsed_steps
 
 
+def _joined_scaling(scalings: list[ActionScaling]) -> ActionScaling:
+    """One :class:`ActionScaling` over several robots' actions, in robosuite's order (robot 0 first)."""
+    if len(scalings) == 1:
+        return scalings[0]
+    names = [name if index == 0 else f"robot{index}_{name}" for index, s in enumerate(scalings) for name in s.names]
+    joined = {key: np.concatenate([getattr(s, key) for s in scalings]) for key in ("low", "high", "input_low", "input_high")}
+    return ActionScaling(names=tuple(names), **joined)
+
+
 def make_robosuite_env(
     task: str = "Lift",
     image_size: int | tuple[int, int] = 64,
     cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-    robot: str = "Panda",
+    robot: str | tuple[str, ...] = "Panda",
     controller: str = "OSC_POSE",
     controller_overrides: dict[str, Any] | None = None,
     control_freq: float = 20.0,
     dense_reward: bool = False,
-    max_episode_steps: int | None = None,
+    max_episode_steps: int | dict[str, int] | None = None,
+    instructions: dict[str, str | tuple[str, ...]] | None = None,
     render_quality: str = "fast",
+    mesh_cell: float | None = None,
     render_mode: str | None = None,
 ) -> RobosuiteEnv:
-    """Build a robosuite task env (the factory registered as ``robosuite`` in :mod:`envs.registry`)."""
+    """Build a robosuite task env (the factory registered as ``robosuite`` in :mod:`envs.registry`).
+
+    ``robot``: a robosuite robot name (two-arm tasks get two of it unless it is bimanual) or a list of
+    names; ``max_episode_steps``: one length or task -> length; ``instructions``: task -> phrasings;
+    ``mesh_cell``: draw meshes coarsened to that grid (m) in camera images (:mod:`envs.builtin.mesh_detail`).
+    """
     return RobosuiteEnv(
         task=task,
         image_size=image_size,
         cameras=tuple(cameras),
-        robot=robot,
+        robot=robot if isinstance(robot, str) else tuple(robot),
         controller=controller,
         controller_overrides=dict(controller_overrides) if controller_overrides else None,
         control_freq=control_freq,
         dense_reward=dense_reward,
-        max_episode_steps=max_episode_steps,
+        max_episode_steps=dict(max_episode_steps) if isinstance(max_episode_steps, dict) else max_episode_steps,
+        instructions=dict(instructions) if instructions else None,
         render_quality=render_quality,
+        mesh_cell=mesh_cell,
         render_mode=render_mode,
     )
 

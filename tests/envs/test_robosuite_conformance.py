@@ -21,7 +21,8 @@ def test_lift_with_both_cameras_passes_the_conformance_kit():
 
 
 @pytest.mark.slow  # about 8 s per task on 2 cores; run with `pytest -m slow tests/envs`
-@pytest.mark.parametrize("task", [t for t in ROBOSUITE_TASKS if t != "Lift"])
+@pytest.mark.parametrize("task", [t for t in ROBOSUITE_TASKS[:5] if t != "Lift"])  # the written ones; others:
+# tests/envs/test_robosuite_tasks.py and `vla-rl envs check robosuite --all-tasks`
 def test_every_other_task_passes_the_conformance_kit(task):
     assert len(_passes(f"robosuite/{task}", image_size=16, cameras=("agentview",))) == 7
 

@@ -20,11 +20,11 @@ def _equal(first: dict, second: dict) -> bool:
     )
 
 
-@pytest.mark.parametrize("task", ROBOSUITE_TASKS)
+@pytest.mark.parametrize("task", ROBOSUITE_TASKS[:5])  # the tasks with written instructions
 def test_init_state_restores_the_episode_exactly_after_a_json_round_trip(task):
     env = make(f"robosuite/{task}", image_size=24, cameras=("agentview",))
     try:
-        actions = np.random.default_rng(0).uniform(env.action_space.low, env.action_space.high, size=(4, 7))
+        actions = np.random.default_rng(0).uniform(env.action_space.low, env.action_space.high, size=(4, env.action_space.shape[0]))
         first, info = env.reset(seed=1)
         assert first["instruction"] in TASKS[task].instructions
         trajectory = [env.step(action)[0] for action in actions]
