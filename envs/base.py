@@ -79,6 +79,14 @@ class EnvSpec:
         return len(self.action_low)
 
 
+def image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
+    """``(height, width)`` of an ``image_size`` given as one int (square) or a pair."""
+    if isinstance(image_size, int):
+        return (image_size, image_size)
+    height, width = image_size
+    return (int(height), int(width))
+
+
 def make_observation_space(
     camera_names: tuple[str, ...], image_size: tuple[int, int], state_dim: int
 ) -> gym.spaces.Dict:

@@ -42,7 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
+from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.arm import solve_ik_floats
 from envs.builtin.assets import load_tabletop_model
 from envs.builtin.layout_io import check_init_state
@@ -62,13 +62,6 @@ CAMERAS = ("front", "wrist")
 STATE_DIM = 9
 # the workspace box as (low, high) float pairs per axis, for the per-step clipping on plain floats
 _WORKSPACE_BOUNDS = tuple(zip(WORKSPACE_LOW.tolist(), WORKSPACE_HIGH.tolist(), strict=True))
-
-
-def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(image_size, int):
-        return (image_size, image_size)
-    height, width = image_size
-    return (int(height), int(width))
 
 
 class TabletopEnv(RobotEnv):
@@ -107,7 +100,7 @@ class TabletopEnv(RobotEnv):
         self.data = mujoco.MjData(self.model)
         self.scene = TabletopScene(self.model, self.data)
         self.substeps = int(round(1.0 / (CONTROL_HZ * self.model.opt.timestep)))
-        self.image_shape = _image_shape(image_size)
+        self.image_shape = image_shape(image_size)
         self.control_yaw = control_yaw
         self.dense_reward = dense_reward
         self.render_mode = render_mode

@@ -41,7 +41,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
+from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 
@@ -96,13 +96,6 @@ def environment_class(task: str) -> type:
     return _CACHED_CLASSES[task]
 
 
-def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(image_size, int):
-        return (image_size, image_size)
-    height, width = image_size
-    return (int(height), int(width))
-
-
 class MetaWorldEnv(RobotEnv):
     """A MetaWorld v3 task with camera images, proprioception and an instruction."""
 
@@ -125,7 +118,7 @@ class MetaWorldEnv(RobotEnv):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
         if max_episode_steps is not None and int(max_episode_steps) < 1:
             raise ValueError(f"max_episode_steps must be a positive number of steps or None, got {max_episode_steps}")
-        self.image_shape = _image_shape(image_size)
+        self.image_shape = image_shape(image_size)
         self.dense_reward = bool(dense_reward)
         self.render_quality = render_quality
         self.mesh_cell = mesh_cell

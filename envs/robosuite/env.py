@@ -40,7 +40,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, make_observation_space, validate_action
+from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
 from envs.robosuite.robots import StateLayout, robots_for, state_layout
@@ -48,13 +48,6 @@ from envs.robosuite.sim_state import capture_init_state, check_init_state, resto
 from envs.robosuite.tasks import ROBOSUITE_TASKS, RobosuiteTask, get_task
 
 DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
-
-
-def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(image_size, int):
-        return (image_size, image_size)
-    height, width = image_size
-    return (int(height), int(width))
 
 
 class RobosuiteEnv(RobotEnv):
@@ -81,7 +74,7 @@ class RobosuiteEnv(RobotEnv):
         super().__init__()
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
-        self.image_shape = _image_shape(image_size)
+        self.image_shape = image_shape(image_size)
         self.robot_name = robot if isinstance(robot, str) else tuple(robot)
         self._controller = (controller, controller_overrides)
         self._instructions = dict(instructions) if instructions else None
