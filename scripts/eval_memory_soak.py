@@ -1,0 +1,61 @@
+"""The driver's memory across repeated in-process evaluations: RSS after each call.
+
+    python scripts/eval_memory_soak.py 30            # 30 evaluations with the same weights
+    python scripts/eval_memory_soak.py 30 trace      # and the 8 biggest tracemalloc growths from call 5 on
+
+Builds the trainer's :class:`PeriodicEvaluation` for ``experiment=rl_only`` (2 episodes per task, videos as
+configured) in a temporary run folder and calls it with one set of weights; prints the RSS in MiB after each
+call and, last, the list as JSON. Run it with and without the malloc variables of PLATFORM_NOTES.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import psutil
+
+from envs.registry import resolve
+from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.logging.trackers import make_trackers
+from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.rl.experiment import PeriodicEvaluation, policy_spec_from_config
+
+
+def main() -> int:
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    trace = len(sys.argv) > 2 and sys.argv[2] == "trace"
+    run = Path(tempfile.mkdtemp())
+    cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4"])
+    entry, _ = resolve(str(cfg.env.id))
+    tasks = tuple(resolve_tasks(cfg.env, entry.tasks))
+    kwargs = env_kwargs(cfg.env)
+    spec = policy_spec_from_config(cfg, env_io_spec(entry.name, tasks[0], kwargs), None)
+    tracker = make_trackers(["jsonl"], run, {}, project="eval-memory-soak")
+    evaluation = PeriodicEvaluation(cfg, spec, entry.name, tasks, kwargs, run, tracker, 2)
+    weights = evaluation.policy.state_dict()
+    rss, first = [], None
+    for call in range(calls):
+        if trace and call == 5:
+            tracemalloc.start(25)
+            first = tracemalloc.take_snapshot()
+        evaluation(weights, call)
+        gc.collect()
+        rss.append(round(psutil.Process().memory_info().rss / 2**20, 1))
+        print("call", call, "rss_mib", rss[-1], flush=True)
+    if first is not None:
+        for stat in tracemalloc.take_snapshot().compare_to(first, "traceback")[:8]:
+            print(stat)
+            print("\n".join(stat.traceback.format()[-6:]))
+    evaluation.close()
+    tracker.close()
+    print(json.dumps(rss))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
