@@ -80,6 +80,26 @@ def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
         group.close()
 
 
+def test_a_step_queued_at_a_worker_that_crashes_meanwhile_is_truncated_not_restarted_again(ray_session):
+    """A rollout queues the next stage's step before the current one returns: if the current one kills
+    the worker, the queued step fails too; that is the same crash, not a second one."""
+    group = EnvWorkerGroup(config(num_stages=2), num_workers=2, num_cpus_per_worker=0.5)
+    try:
+        for stage in range(2):
+            group.reset(stage)
+        chunks = np.zeros((4, 2, 2), np.float32)
+        ray.get(group.workers[1].inject_crash.remote(after_steps=0))
+        first, queued = group.step_async(0, chunks), group.step_async(1, chunks)
+        assert group.step_wait(first).truncated.tolist() == [False, False, True, True]
+        other = group.step_wait(queued)
+        assert group.restarts == 1
+        assert other.truncated.tolist() == [False, False, True, True]
+        assert other.steps_executed.tolist() == [2, 2, 0, 0]
+        assert group.step(1, chunks).steps_executed.tolist() == [2, 2, 2, 2]
+    finally:
+        group.close()
+
+
 def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
     group = EnvWorkerGroup(config(num_stages=1), num_workers=1, num_cpus_per_worker=0.5)
     try:

@@ -45,6 +45,14 @@ def concat_results(parts: list[ChunkResult], envs_per_part: int) -> ChunkResult:
     )
 
 
+def _discard(future: Any) -> None:
+    """Fetch and drop the result of a call to a killed worker (Ray reports failures no one fetched)."""
+    try:
+        ray.get(future, timeout=30)
+    except Exception:  # noqa: BLE001 - the worker is gone: its failure is expected
+        pass
+
+
 @dataclass
 class _PendingStep:
     stage: int
@@ -127,7 +135,11 @@ class EnvWorkerGroup:
     def step_wait(self, pending: _PendingStep) -> ChunkResult:
         parts = []
         for index, future in enumerate(pending.futures):
-            if future is None:  # this worker was replaced while another stage stepped
+            # This worker was replaced while another stage stepped: before this step was sent (no future), or
+            # after it was queued at the dead worker (the future fails; nothing of it is needed).
+            if future is None or (index, pending.stage) in self._replaced:
+                if future is not None:
+                    _discard(future)
                 part = self._truncated_part(index, pending.stage, self._fresh.pop((index, pending.stage)))
             else:
                 try:

@@ -1,12 +1,17 @@
 """Collecting one rollout batch: env workers and a rollout worker, pipelined over stages.
 
 With ``S`` pipeline stages, while the env workers step stage ``s`` the rollout worker
-computes the actions of stage ``s + 1``; simulation and inference overlap::
+computes the actions of stage ``s + 1``, and each stage's step is queued at the env workers as
+soon as its actions exist, behind the step they are running, so that they never wait for the
+driver between two steps::
 
     act(0)
     for t in steps:
         for s in stages:
-            wait act(s) -> step_async(s) -> act(s + 1) -> wait step(s)
+            wait act(s) -> step_async(s) -> wait the steps queued before it -> act(s + 1)
+
+(with one stage, ``act(s + 1)`` needs the result of ``step(s)``: nothing overlaps.) The rollout
+worker's calls come in the same order either way, so the numbers do not depend on ``S``'s schedule.
 
 The algorithm's registry entry says how (its :class:`~vla_rl.algos.algorithms.Collection`):
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,25 +124,35 @@ class RolloutCollector:
             ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
         episodes: list[dict] = []
+        queued: deque = deque()  # steps sent to the env workers, oldest first
+
+        def finish_oldest() -> None:
+            pending, actions, extras = queued.popleft()
+            s = pending.stage
+            with timer.phase(f"stage{s}/wait_for_env_step"):
+                result = self.env_group.step_wait(pending)
+            records[s].append({"observation": observation[s], "actions": actions, "extras": extras, "result": result})
+            episodes.extend({**e, "stage": s} for e in result.finished_episodes)
+            observation[s] = result.observation
+
         for t in range(num_steps):
             for s in range(stages):
                 with timer.phase(f"stage{s}/wait_for_actions"):
                     actions, extras = ray.get(pending_act.pop(s))
-                stepping = self.env_group.step_async(s, actions)
+                queued.append((self.env_group.step_async(s, actions), actions, extras))
                 following = (s + 1) % stages
-                last = t == num_steps - 1 and following == 0
-                if stages > 1 and not last:
-                    pending_act[following] = act(observation[following], deterministic)  # overlaps the env step
-                with timer.phase(f"stage{s}/wait_for_env_step"):
-                    result = self.env_group.step_wait(stepping)
-                records[s].append({"observation": observation[s], "actions": actions, "extras": extras,
-                                   "result": result})  # fmt: skip
-                episodes.extend({**e, "stage": s} for e in result.finished_episodes)
-                observation[s] = result.observation
-                if stages == 1 and not last:
-                    pending_act[0] = act(observation[0], deterministic)
-            if collection.one_episode_per_env and not any(_still_running(r[-1]["result"]).any() for r in records):
-                break  # every episode has ended
+                # Keep the newest step queued; the following stage's own step must be done before it acts.
+                while len(queued) > 1 or (queued and queued[0][0].stage == following):
+                    finish_oldest()
+                if not (t == num_steps - 1 and following == 0):
+                    pending_act[following] = act(observation[following], deterministic)
+            if collection.one_episode_per_env:
+                while queued:
+                    finish_oldest()
+                if not any(_still_running(r[-1]["result"]).any() for r in records):
+                    break  # every episode has ended
+        while queued:
+            finish_oldest()
         with timer.phase("assemble_batch"):
             return self._assemble(records, observation, episodes, collection, group_size)
 
@@ -223,7 +239,7 @@ class RolloutCollector:
                   if truncated[s * size : (s + 1) * size, t].any()]  # fmt: skip
         observations = [records[s][t]["result"].final_observation for s, t in wanted] + list(final_observation)
         values = ray.get(self.rollout_worker.value.remote(concat_observations(observations)))
-        values = torch.from_numpy(np.asarray(values)).float()
+        values = torch.from_numpy(np.array(values)).float()
         for index, (s, t) in enumerate(wanted):
             final_values[s * size : (s + 1) * size, t] = values[index * size : (index + 1) * size]
         last_values = values[len(wanted) * size :]
