@@ -199,7 +199,8 @@ class VLAPolicy(nn.Module):
         normalized, replay = self.head.sample(
             embedding, deterministic=deterministic, generator=generator, rl_features=rl_features
         )
-        log_prob, _ = self.head.log_prob(embedding, normalized, replay, rl_features=rl_features)
+        replay = dict(replay)
+        log_prob = replay.pop("log_prob")  # as head.log_prob would recompute it (the head contract)
         actions = self.normalizer.unnormalize("action", normalized)
         actions = torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
         extras = {

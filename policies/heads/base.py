@@ -7,8 +7,9 @@ A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` i
   ``actions`` is ``(B, H, A)``; ``replay`` is a dict of tensors with leading batch dim
   ``B`` that holds everything ``log_prob`` needs to recompute the exact log-probability
   of this sample later (for a diffusion or flow head: the denoising chain and the
-  chosen stochastic step). ``deterministic=True`` is the evaluation mode (mean action,
-  ODE sampling, ...).
+  chosen stochastic step), and ``replay["log_prob"]`` ``(B, H, A)``: that log-probability as
+  ``log_prob`` recomputes it (the policy's ``act`` takes it from here instead of recomputing it).
+  ``deterministic=True`` is the evaluation mode (mean action, ODE sampling, ...).
 - ``log_prob(embedding, actions, replay, rl_features=None) -> (log_prob, entropy)``: per action dimension,
   both ``(B, H, A)``; ``entropy`` is ``None`` where the head has no closed form.
   Differentiable with respect to the head's parameters (and the embedding).

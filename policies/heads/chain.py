@@ -230,9 +230,7 @@ class DenoisingChainHead(ActionHead):
         state = self.initial_state(shape, generator, embedding.device, embedding.dtype)
         choices = self.draw_choices(batch, embedding.device, generator)
         trained = self.trained_steps()
-        chain = [state]
-        log_prob = self.initial_log_prob(state)
-        log_prob = torch.zeros_like(state) if log_prob is None else log_prob
+        chain, per_step = [state], []
         for step in range(self.num_steps):
             with torch.set_grad_enabled(torch.is_grad_enabled() and step in trained):
                 kernel = self.step_kernel(embedding, state, step, choices, rl_features)
@@ -248,10 +246,14 @@ class DenoisingChainHead(ActionHead):
                 )
             if step in trained:
                 step_log_prob = gaussian_log_prob(next_state, kernel.mean, kernel.std)
-                log_prob = log_prob + self._masked(step_log_prob, kernel.stochastic)
+                per_step.append(self._masked(step_log_prob, kernel.stochastic))
             chain.append(next_state)
             state = next_state
-        replay = {"chain": torch.stack(chain, dim=1), "log_prob": log_prob, **choices}
+        # summed as log_prob() sums them, so that the two agree to the last bit
+        log_prob = torch.stack(per_step, dim=1).sum(dim=1) if per_step else torch.zeros_like(state)
+        initial = self.initial_log_prob(chain[0])
+        replay = {"chain": torch.stack(chain, dim=1), "log_prob": log_prob if initial is None else log_prob + initial,
+                  **choices}  # fmt: skip
         return state, replay
 
     def step_log_probs(

@@ -61,7 +61,8 @@ def test_log_prob_recomputed_from_replay_equals_log_prob_of_sample(variant: str,
     log_prob, _ = head.log_prob(embedding, actions, replay)
     assert log_prob.shape == (16, CHUNK_SIZE, ACTION_DIM)
     assert torch.isfinite(log_prob).all()
-    assert (log_prob - replay["log_prob"]).abs().max().item() < 1e-5
+    # exactly: the policy's act() hands replay["log_prob"] to PPO as the old log-prob of the update's ratio
+    assert torch.equal(log_prob, replay["log_prob"]), (log_prob - replay["log_prob"]).abs().max().item()
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -90,7 +90,9 @@ def test_act_evaluate_log_prob_agree(head: str) -> None:
     actions, extras = policy.act(obs, generator=torch.Generator().manual_seed(1))
     assert actions.shape == (4, 3, 2)
     assert extras["log_prob"].shape == (4, 3, 2) and extras["value"].shape == (4,)
-    assert any(key.startswith(REPLAY_PREFIX) for key in extras)
+    replay_keys = {key for key in extras if key.startswith(REPLAY_PREFIX)}
+    assert (REPLAY_PREFIX + "chain" in replay_keys) == (head != "gaussian")  # what evaluate() replays
+    assert REPLAY_PREFIX + "log_prob" not in replay_keys  # extras["log_prob"] is it, not stored twice
     stored = TensorDict(extras, batch_size=[4])  # as the rollout buffer stores them
     log_prob, entropy, value = policy.evaluate(obs, stored)
     assert (log_prob - extras["log_prob"]).abs().max() < 1e-5

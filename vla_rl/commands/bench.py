@@ -1,7 +1,8 @@
 """`vla-rl bench env | policy [--vlm] | rollout | update | alignment`: benchmarks that print one JSON object.
 
-``rollout`` and ``update`` build the trainer's worker groups from the composed config and take
-Hydra overrides after the target, e.g. ``vla-rl bench rollout trainer.envs_per_stage=8``. ``alignment``
+``rollout`` and ``update`` build the trainer's worker groups from the config `vla-rl train` would compose
+(the default experiment unless an ``experiment=`` is given) and take Hydra overrides after the target, e.g.
+``vla-rl bench rollout trainer.envs_per_stage=8``. ``alignment``
 (not a speed: the cosine between a head's PPO gradient and the gradient of its evaluated policy's objective,
 ``vla_rl/benchmarks/alignment.py``) takes them too, e.g. ``vla-rl bench alignment experiment=flow_sde_ppo``.
 """
@@ -60,10 +61,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seconds: float = 3.0) -> dict:
     import ray
 
+    from vla_rl.commands.train import train_overrides
     from vla_rl.config import load_config
     from vla_rl.runtime.ray_cluster import shutdown_ray
 
-    cfg = load_config(overrides)
+    cfg = load_config(train_overrides(overrides))  # what `vla-rl train` would run: the default experiment unless named
     joined_running_ray = ray.is_initialized()  # e.g. a test session's: leave it running
     try:
         if target == "rollout":
