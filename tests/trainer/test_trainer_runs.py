@@ -71,6 +71,11 @@ def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray
     assert [r["step"] for r in split] == [1, 2]
     assert split[1] == full[1]
     assert split[1]["train/loss/policy"] != split[0]["train/loss/policy"]
+    # an env-step budget that is already spent: the resumed run stops before its next iteration
+    budget = [*TINY, f"run_dir={interrupted}", "trainer.iterations=3", "trainer.resume=true", "trainer.max_env_steps=1"]
+    assert main(["train", *budget]) == 0
+    assert json.loads((interrupted / "summary.json").read_text())["rl_iterations"] == 2
+    assert [r["step"] for r in metrics_of(interrupted / "rl")] == [1, 2]
 
 
 def test_rl_trains_the_rl_only_keypoints_and_never_the_encoders_at_two_ranks(ray_session, tmp_path):

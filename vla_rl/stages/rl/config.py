@@ -94,6 +94,9 @@ class TrainerConfig:
     - ``time_limit_minutes``: stop early (with a checkpoint, so ``resume`` continues) before an iteration
       that would end past this many minutes of ``fit``, judged by the previous iteration's duration;
       null: no limit. A stopped run's metrics equal those of a run with that many iterations.
+    - ``max_env_steps``: stop (with a checkpoint) before an iteration once the run has taken this many env
+      steps: an env-step budget that compares methods whose iterations take different numbers of steps
+      (GRPO's episodes end early, PPO's windows do not); null: no budget.
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
@@ -118,6 +121,7 @@ class TrainerConfig:
     keep_last: int = 2
     resume: bool = False
     time_limit_minutes: float | None = None
+    max_env_steps: int | None = None
     profile_iterations: list[int] = field(default_factory=list)
     trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     env_worker_cpus: float = 1.0
@@ -135,7 +139,7 @@ class TrainerConfig:
 
         check_types(self)
         for name in ("iterations", "rollout_steps", "num_env_workers", "num_stages", "envs_per_stage",
-                     "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads"):
+                     "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads", "max_env_steps"):
             require(self, name, low=1)
         for name in ("eval_every", "checkpoint_every", "ray_num_cpus", "env_worker_cpus", "rollout_worker_cpus",
                      "actor_cpus", "actor_gpus", "rollout_gpus"):

@@ -77,6 +77,7 @@ class Trainer:
         self.timing_rows: list[dict[str, float]] = []
         self._warned_window = False
         self.stopped_by_time_limit = False
+        self.stopped_by_step_budget = False
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> TrainerState:
@@ -89,6 +90,13 @@ class Trainer:
             elapsed_s = time.monotonic() - started
             if self._out_of_time(elapsed_s, last_iteration_s):
                 self._stop_for_time_limit(elapsed_s, last_iteration_s)
+                break
+            budget = self.config.max_env_steps
+            if budget is not None and self.state.env_steps >= budget:
+                self.stopped_by_step_budget = True
+                self._checkpoint_where_it_stands()
+                logger.warning("trainer.max_env_steps=%d: stopping after iteration %d of %d (%d env steps)",
+                               budget, self.state.iteration, self.config.iterations, self.state.env_steps)  # fmt: skip
                 break
             iteration_started = time.monotonic()
             iteration = self.state.iteration
@@ -140,15 +148,19 @@ class Trainer:
     def _stop_for_time_limit(self, elapsed_s: float, last_iteration_s: float) -> None:
         """Checkpoint where the run stands (unless that checkpoint exists) and say why it stops."""
         self.stopped_by_time_limit = True
-        latest = checkpoint.latest_checkpoint(self.checkpoint_root)
-        if self.config.checkpoint_every and (latest is None or latest.name != checkpoint.checkpoint_name(self.state.iteration)):
-            self.save_checkpoint()
+        self._checkpoint_where_it_stands()
         logger.warning(
             "trainer.time_limit_minutes=%g: stopping after iteration %d of %d (%.1f min of RL; the last iteration "
             "took %.1f s); trainer.resume=true continues from its checkpoint",
             self.config.time_limit_minutes, self.state.iteration, self.config.iterations, elapsed_s / 60,
             last_iteration_s,
         )  # fmt: skip
+
+    def _checkpoint_where_it_stands(self) -> None:
+        """Checkpoint the current iteration (unless that checkpoint exists), so that ``resume`` continues here."""
+        latest = checkpoint.latest_checkpoint(self.checkpoint_root)
+        if self.config.checkpoint_every and (latest is None or latest.name != checkpoint.checkpoint_name(self.state.iteration)):
+            self.save_checkpoint()
 
     # ------------------------------------------------------------------ phases
     def sync_weights(self) -> None:
