@@ -1,5 +1,5 @@
-"""One source per default: the algo, trainer, sft, collect and eval sections take their defaults from their
-dataclasses, and the yaml files only override (no value there repeats a default)."""
+"""One source per default: the algo, trainer, sft, collect, eval and policy sections take their defaults from
+their dataclasses, and the yaml files only override (no value there repeats a default)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from vla_rl.config import REPO_ROOT, load_config
-from vla_rl.config.defaults import section_defaults
+from policies.config import PolicyConfig
+from vla_rl.config.defaults import policy_defaults, section_defaults
 from vla_rl.stages.collect import CollectConfig
 from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
@@ -53,3 +54,29 @@ def test_every_field_is_in_the_composed_config_and_overridable_without_a_plus():
     assert algo.advantage_options == {"gamma": 0.99, "lam": 0.95, "whiten": True}  # ppo.yaml's override
     # A '+' that an older command needed to add such a key now sets it.
     assert load_config(["+algo.update.kl_estimator=k2"]).algo["update"].kl_estimator == "k2"
+
+
+POLICY_FILES = sorted((REPO_ROOT / "configs" / "policy").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", POLICY_FILES, ids=[p.name for p in POLICY_FILES])
+def test_policy_files_only_override_their_policy_dataclass_defaults(path):
+    data = yaml.safe_load(path.read_text()) or {}
+    node = "vlm_defaults" if "vlm_defaults" in data.get("defaults", []) else "vla_defaults"
+    defaults = leaves(policy_defaults()[node])
+    if "default" in data.get("defaults", []):  # it starts from default.yaml, which overrides the node already
+        parent = yaml.safe_load((path.parent / "default.yaml").read_text())
+        defaults.update(leaves({key: value for key, value in parent.items() if key != "defaults"}))
+    values = leaves({key: value for key, value in data.items() if key != "defaults"})
+    repeated = {key: value for key, value in values.items() if key in defaults and defaults[key] == value}
+    assert not repeated, f"{path} repeats dataclass defaults: {repeated}"
+    # head.options holds the head's own config fields (checked when the head is built)
+    unknown = [key for key in values if key not in defaults and not key.startswith("head.options.")]
+    assert not unknown, f"{path}: keys that are no field of the policy's dataclass: {unknown}"
+
+
+def test_every_policy_field_is_in_the_composed_config_and_overridable_without_a_plus():
+    cfg = load_config(["policy.rl_vision.feature_dim=32", "policy.normalization.state=min_max"])
+    assert set(cfg.policy) == {"factory", *(f.name for f in dataclasses.fields(PolicyConfig))}
+    assert (cfg.policy.rl_vision.feature_dim, cfg.policy.normalization.state) == (32, "min_max")
+    assert cfg.policy.head.name == "flow"  # default.yaml's override of HeadConfig's gaussian

@@ -39,8 +39,46 @@ def section_defaults() -> dict[str, Any]:
             "collect": plain(CollectConfig()), "eval": plain(EvalConfig())}  # fmt: skip
 
 
+def dataclass_defaults(cls: type) -> dict[str, Any]:
+    """The defaults of ``cls``'s fields as yaml-ready data, nested dataclasses as dicts, without building
+    ``cls`` (whose checks may refuse its defaults: e.g. a required model folder); fields without a default are
+    left out."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            defaults[f.name] = dataclass_defaults(hints[f.name])
+        elif f.default is not dataclasses.MISSING:
+            defaults[f.name] = plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = plain(f.default_factory())
+    return defaults
+
+
+def policy_defaults() -> dict[str, dict[str, Any]]:
+    """Hydra nodes of the ``policy`` group, one per built-in policy: its factory and its config dataclass's
+    defaults (``policy/vla_defaults``: :class:`policies.config.PolicyConfig`; ``policy/vlm_defaults``:
+    :class:`policies.backbones.config.VLMPolicyConfig`). The policy yaml files list one first and override it.
+    A policy of your own (``policy.factory=...``) brings its own yaml with every key it reads."""
+    from policies.backbones.config import VLMPolicyConfig
+    from policies.config import PolicyConfig
+
+    return {
+        "vla_defaults": {"factory": "policies.vla:build_policy", **dataclass_defaults(PolicyConfig)},
+        "vlm_defaults": {"factory": "policies.backbones.vlm_policy:build_policy", **dataclass_defaults(VLMPolicyConfig)},
+    }
+
+
 def register_defaults() -> None:
-    """Store :func:`section_defaults` in Hydra's config store as :data:`DEFAULTS_NODE` (before composing)."""
+    """Store :func:`section_defaults` in Hydra's config store as :data:`DEFAULTS_NODE`, and the policy group's
+    :func:`policy_defaults` (before composing)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=DEFAULTS_NODE, node=section_defaults())
+    store = ConfigStore.instance()
+    store.store(name=DEFAULTS_NODE, node=section_defaults())
+    for name, node in policy_defaults().items():
+        store.store(group="policy", name=name, node=node)
