@@ -28,9 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from vla_rl.runtime.process_env import apply_runtime_defaults
+    from vla_rl.runtime.process_env import apply_runtime_defaults, limit_malloc_arenas
 
     apply_runtime_defaults()
+    limit_malloc_arenas()
     from vla_rl.config import searching_config_dirs
 
     parser = build_parser()
