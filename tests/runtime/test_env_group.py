@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import point_env
 import pytest
@@ -60,13 +62,21 @@ def test_env_method_reaches_each_workers_envs_by_stage_index_and_merges_in_env_o
         group.close()
 
 
-def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
+@contextlib.contextmanager
+def group_whose_second_worker_crashes_at_its_next_step():
+    """Two workers x two stages x two envs, reset; worker 1 dies at its next step. Yields (group, chunks)."""
     group = EnvWorkerGroup(config(num_stages=2), num_workers=2, num_cpus_per_worker=0.5)
     try:
         for stage in range(2):
             group.reset(stage)
-        chunks = np.zeros((4, 2, 2), np.float32)
         ray.get(group.workers[1].inject_crash.remote(after_steps=0))
+        yield group, np.zeros((4, 2, 2), np.float32)
+    finally:
+        group.close()
+
+
+def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
+    with group_whose_second_worker_crashes_at_its_next_step() as (group, chunks):
         result = group.step(0, chunks)
         assert group.restarts == 1
         assert result.truncated.tolist() == [False, False, True, True]
@@ -76,19 +86,12 @@ def test_a_crashed_worker_is_replaced_and_its_episodes_truncated(ray_session):
         assert other.truncated.tolist() == [False, False, True, True]
         again = group.step(1, chunks)
         assert again.steps_executed.tolist() == [2, 2, 2, 2]
-    finally:
-        group.close()
 
 
 def test_a_step_queued_at_a_worker_that_crashes_meanwhile_is_truncated_not_restarted_again(ray_session):
     """A rollout queues the next stage's step before the current one returns: if the current one kills
     the worker, the queued step fails too; that is the same crash, not a second one."""
-    group = EnvWorkerGroup(config(num_stages=2), num_workers=2, num_cpus_per_worker=0.5)
-    try:
-        for stage in range(2):
-            group.reset(stage)
-        chunks = np.zeros((4, 2, 2), np.float32)
-        ray.get(group.workers[1].inject_crash.remote(after_steps=0))
+    with group_whose_second_worker_crashes_at_its_next_step() as (group, chunks):
         first, queued = group.step_async(0, chunks), group.step_async(1, chunks)
         assert group.step_wait(first).truncated.tolist() == [False, False, True, True]
         other = group.step_wait(queued)
@@ -96,8 +99,6 @@ def test_a_step_queued_at_a_worker_that_crashes_meanwhile_is_truncated_not_resta
         assert other.truncated.tolist() == [False, False, True, True]
         assert other.steps_executed.tolist() == [2, 2, 0, 0]
         assert group.step(1, chunks).steps_executed.tolist() == [2, 2, 2, 2]
-    finally:
-        group.close()
 
 
 def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
