@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 import yaml
 
-from vla_rl.config import REPO_ROOT, load_config
 from policies.config import PolicyConfig
+from vla_rl.config import REPO_ROOT, load_config
 from vla_rl.config.defaults import policy_defaults, section_defaults
 from vla_rl.stages.collect import CollectConfig
 from vla_rl.stages.evaluation.config import EvalConfig
