@@ -2,6 +2,7 @@
 
     python scripts/eval_memory_soak.py 30            # 30 evaluations with the same weights
     python scripts/eval_memory_soak.py 30 trace      # and the 8 biggest tracemalloc growths from call 5 on
+    python scripts/eval_memory_soak.py 30 fresh      # a fresh copy of the weights for each call, as the trainer's
 
 Builds the trainer's :class:`PeriodicEvaluation` for ``experiment=rl_only`` (2 episodes per task, videos as
 configured) in a temporary run folder and calls it with one set of weights; prints the RSS in MiB after each
@@ -29,6 +30,7 @@ from vla_rl.stages.rl.experiment import PeriodicEvaluation, policy_spec_from_con
 def main() -> int:
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     trace = len(sys.argv) > 2 and sys.argv[2] == "trace"
+    fresh = len(sys.argv) > 2 and sys.argv[2] == "fresh"
     run = Path(tempfile.mkdtemp())
     cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4"])
     entry, _ = resolve(str(cfg.env.id))
@@ -43,7 +45,7 @@ def main() -> int:
         if trace and call == 5:
             tracemalloc.start(25)
             first = tracemalloc.take_snapshot()
-        evaluation(weights, call)
+        evaluation({k: v.clone() for k, v in weights.items()} if fresh else weights, call)
         gc.collect()
         rss.append(round(psutil.Process().memory_info().rss / 2**20, 1))
         print("call", call, "rss_mib", rss[-1], flush=True)
