@@ -4,7 +4,8 @@
 
 For each run folder (written by `vla-rl train experiment=NAME`): per task and average, the success of
 the SFT policy and of the final policy (eval stage, `eval.episodes_per_task` seeded episodes per task),
-the RL env steps and the wall-clock time per stage, from `summary.json`; the RL learning curves are
+the overall successes/episodes with Wilson 95% intervals and Fisher's exact p of the difference, the RL env
+steps and the wall-clock time per stage, from `summary.json`; the RL learning curves are
 drawn from `rl/metrics.jsonl` into `--plots/<experiment>/`.
 """
 
@@ -16,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from vla_rl.logging.plotting import plot_run
+from vla_rl.stages.evaluation.metrics import fisher_exact_p, wilson_interval
 
 
 def table(run_dir: Path) -> str:
@@ -30,12 +32,27 @@ def table(run_dir: Path) -> str:
         lines.append(f"| {task} | {sft.get('tasks', {}).get(task, float('nan')):.2f} | "
                      f"{final.get('tasks', {}).get(task, float('nan')):.2f} | {episodes.get(task, '')} |")  # fmt: skip
     lines.append(f"| **average** | **{sft.get('overall', float('nan')):.2f}** | **{final.get('overall', float('nan')):.2f}** | |")
+    if sft and final:
+        lines += ["", overall_statistics(sft, final)]
     seconds = summary["stage_seconds"]
     timing = ", ".join(f"{stage} {value / 60:.1f} min" for stage, value in seconds.items())
     iterations = f" in {summary['rl_iterations']} iterations" if summary.get("rl_iterations") else ""
     lines += ["", f"RL env steps: {summary.get('env_steps')}{iterations}; wall clock: {sum(seconds.values()) / 60:.1f} min "
               f"({timing})."]  # fmt: skip
     return "\n".join(lines)
+
+
+def successes_and_episodes(policy: dict) -> tuple[int, int]:
+    episodes = sum(policy["episodes_per_task"].values())
+    return round(policy["overall"] * episodes), episodes
+
+
+def overall_statistics(sft: dict, final: dict) -> str:
+    """Successes/episodes with Wilson 95% intervals, and Fisher's exact p of the SFT -> RL difference."""
+    (a, n), (b, m) = successes_and_episodes(sft), successes_and_episodes(final)
+    (sft_low, sft_high), (rl_low, rl_high) = wilson_interval(a, n), wilson_interval(b, m)
+    return (f"SFT {a}/{n} = {a / n:.3f} (95% {sft_low:.3f}-{sft_high:.3f}) -> RL {b}/{m} = {b / m:.3f} "
+            f"(95% {rl_low:.3f}-{rl_high:.3f}); Fisher's exact p = {fisher_exact_p(a, n, b, m):.2g}.")  # fmt: skip
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes, wilson_interval
+from vla_rl.stages.evaluation.metrics import evaluation_seed, fisher_exact_p, summarize_episodes, wilson_interval
 
 
 def hand_wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -74,3 +74,18 @@ def test_seeds_are_fixed_distinct_and_order_free():
     assert len(set(seeds)) == 5
     assert evaluation_seed(0, "reach", 0) != evaluation_seed(0, "lift", 0)
     assert evaluation_seed(1, "reach", 0) != evaluation_seed(0, "reach", 0)
+
+
+def test_fisher_exact_p_matches_the_hypergeometric_sums_and_scipy():
+    # Fisher's tea tasting: 3 of 4 vs 1 of 4; the tables as or less probable: a = 3, 1 (p = 16/70 each) and
+    # a = 4, 0 (1/70 each): p = 34/70
+    assert fisher_exact_p(3, 4, 1, 4) == pytest.approx(34 / 70, rel=1e-12)
+    assert fisher_exact_p(5, 5, 5, 5) == 1.0 and fisher_exact_p(0, 3, 0, 7) == 1.0
+    # 5/5 vs 0/5: only the two extreme tables, 1 / C(10, 5) each
+    assert fisher_exact_p(5, 5, 0, 5) == pytest.approx(2 / math.comb(10, 5), rel=1e-12)
+    stats = pytest.importorskip("scipy.stats")
+    for a, n, b, m in ((124, 180, 158, 180), (341, 540, 472, 540), (53, 180, 114, 180), (7, 12, 2, 9)):
+        expected = stats.fisher_exact([[a, n - a], [b, m - b]]).pvalue
+        assert fisher_exact_p(a, n, b, m) == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="successes"):
+        fisher_exact_p(5, 4, 1, 4)

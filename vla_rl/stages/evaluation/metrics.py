@@ -33,6 +33,28 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def fisher_exact_p(successes_a: int, trials_a: int, successes_b: int, trials_b: int) -> float:
+    """Two-sided p-value of Fisher's exact test that two binomial success rates are equal.
+
+    Conditioned on the total successes ``k``, the count of group A is hypergeometric; the p-value sums the
+    probabilities of every table no more probable than the one observed (the usual two-sided rule; a
+    relative tolerance of 1e-7 counts ties as equal, as R and SciPy do).
+    """
+    for successes, trials in ((successes_a, trials_a), (successes_b, trials_b)):
+        if trials < 1 or not 0 <= successes <= trials:
+            raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
+    total = successes_a + successes_b
+    denominator = math.comb(trials_a + trials_b, total)
+
+    def probability(a: int) -> float:
+        return math.comb(trials_a, a) * math.comb(trials_b, total - a) / denominator
+
+    observed = probability(successes_a)
+    low, high = max(0, total - trials_b), min(trials_a, total)
+    p = sum(q for q in map(probability, range(low, high + 1)) if q <= observed * (1 + 1e-7))
+    return min(1.0, p)
+
+
 def summarize_episodes(episodes: Sequence[dict[str, Any]], wall_time_s: float) -> dict[str, Any]:
     """Success rate with its 95% Wilson interval, mean return and length of ``episodes``.
 
