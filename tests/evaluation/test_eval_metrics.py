@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from vla_rl.stages.evaluation.metrics import evaluation_seed, fisher_exact_p, summarize_episodes, wilson_interval
+from vla_rl.stages.evaluation.metrics import (
+    evaluation_seed,
+    fisher_exact_p,
+    summarize_episodes,
+    wilson_interval,
+)
 
 
 def hand_wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
