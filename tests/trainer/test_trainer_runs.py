@@ -58,12 +58,13 @@ def test_train_command_two_env_workers_two_ranks_then_resume_at_one_rank_after_a
     assert last["step"] == 3 and last["train/env_restarts"] == 1.0
 
 
-def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray_session, tmp_path):
+def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray_session, tmp_path, capsys):
     uninterrupted, interrupted = tmp_path / "full", tmp_path / "split"
     assert main(["train", *TINY, f"run_dir={uninterrupted}", "trainer.iterations=2", "experiment.stages=[rl]"]) == 0
     # any iteration takes longer than 6 ms: the run stops after its first, with a checkpoint to resume from
     stopped = [*TINY, f"run_dir={interrupted}", "trainer.iterations=2", "trainer.time_limit_minutes=0.0001"]
     assert main(["train", *stopped]) == 0
+    assert "[rl] 1 iterations (of 2: time limit)" in capsys.readouterr().out
     assert json.loads((interrupted / "summary.json").read_text())["rl_iterations"] == 1
     assert (interrupted / "rl" / "checkpoints" / "latest").read_text().strip() == "iter_000001"
     assert main(["train", *TINY, f"run_dir={interrupted}", "trainer.iterations=2", "trainer.resume=true"]) == 0
@@ -74,6 +75,7 @@ def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray
     # an env-step budget that is already spent: the resumed run stops before its next iteration
     budget = [*TINY, f"run_dir={interrupted}", "trainer.iterations=3", "trainer.resume=true", "trainer.max_env_steps=1"]
     assert main(["train", *budget]) == 0
+    assert "[rl] 2 iterations (of 3: env-step budget)" in capsys.readouterr().out
     assert json.loads((interrupted / "summary.json").read_text())["rl_iterations"] == 2
     assert [r["step"] for r in metrics_of(interrupted / "rl")] == [1, 2]
 

@@ -84,9 +84,7 @@ def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     state["rl_iterations"] = final.iteration
     if latest.is_file():
         state["policy"] = str(trainer.checkpoint_root / latest.read_text().strip() / "policy")
-    stopped = f" (of {trainer.config.iterations}: time limit)" if trainer.stopped_by_time_limit else ""
-    if trainer.stopped_by_step_budget:
-        stopped = f" (of {trainer.config.iterations}: env-step budget)"
+    stopped = f" (of {trainer.config.iterations}: {trainer.stop_reason})" if trainer.stop_reason else ""
     print(f"[rl] {final.iteration} iterations{stopped}, {final.env_steps} env steps; "
           f"metrics: {run_dir / 'rl' / 'metrics.jsonl'}")
     if "policy" in state:

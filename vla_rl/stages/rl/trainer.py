@@ -76,8 +76,7 @@ class Trainer:
         self.synced_version = -1
         self.timing_rows: list[dict[str, float]] = []
         self._warned_window = False
-        self.stopped_by_time_limit = False
-        self.stopped_by_step_budget = False
+        self.stop_reason: str | None = None  # why fit() ended before trainer.iterations: "time limit", "env-step budget"
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> TrainerState:
@@ -93,7 +92,7 @@ class Trainer:
                 break
             budget = self.config.max_env_steps
             if budget is not None and self.state.env_steps >= budget:
-                self.stopped_by_step_budget = True
+                self.stop_reason = "env-step budget"
                 self._checkpoint_where_it_stands()
                 logger.warning("trainer.max_env_steps=%d: stopping after iteration %d of %d (%d env steps)",
                                budget, self.state.iteration, self.config.iterations, self.state.env_steps)  # fmt: skip
@@ -147,7 +146,7 @@ class Trainer:
 
     def _stop_for_time_limit(self, elapsed_s: float, last_iteration_s: float) -> None:
         """Checkpoint where the run stands (unless that checkpoint exists) and say why it stops."""
-        self.stopped_by_time_limit = True
+        self.stop_reason = "time limit"
         self._checkpoint_where_it_stands()
         logger.warning(
             "trainer.time_limit_minutes=%g: stopping after iteration %d of %d (%.1f min of RL; the last iteration "
