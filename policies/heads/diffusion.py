@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from diffusers import DDIMScheduler, DDPMScheduler
 
 from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
 from policies.heads.common import check_chunks, check_embedding, masked_mean
@@ -104,6 +103,9 @@ class DiffusionHead(DenoisingChainHead):
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         self.num_steps = config.num_inference_steps
         self.denoiser = ChunkDenoiser(embedding_dim, chunk_size, action_dim, config)
+        # Imported here: diffusers adds ~0.6 s to the start of every process that only builds other heads.
+        from diffusers import DDIMScheduler, DDPMScheduler
+
         clip = config.clip_sample is not None
         scheduler_options = dict(
             num_train_timesteps=config.num_train_timesteps,

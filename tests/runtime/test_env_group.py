@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+from pathlib import Path
 
 import numpy as np
 import point_env
@@ -110,5 +112,35 @@ def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
         assert group.restarts == 1 and result.truncated.all()
         assert "InvalidActionError" in group.failures[0] and "NaN" in group.failures[0]
         assert "in validate_action" in group.failures[0]  # the frame that raised, from the remote traceback
+    finally:
+        group.close()
+
+
+def test_a_built_in_suite_env_worker_never_loads_torch_and_profiles_its_phases_as_spans(ray_session, tmp_path):
+    """Env workers only simulate: torch would add seconds to their start and ~150 MiB each, and torch's
+    profiler crashes a process that has rendered through EGL (docs/platform.md)."""
+    group = EnvWorkerGroup(config(env_id="tabletop", env_kwargs={"image_size": 32}, tasks=("reach",), num_stages=1),
+                           num_workers=1, num_cpus_per_worker=0.5)  # fmt: skip
+    try:
+        group.reset(0)
+        chunks = np.zeros((2, 4, 4), np.float32)  # 4 actions per chunk: the images render at its end
+        group.step(0, chunks)
+        worker = group.workers[0]
+        ray.get(worker.start_profile.remote(str(tmp_path / "profile" / "env_worker0.json")))
+        group.step(0, chunks)
+        group.step(0, chunks)
+        trace = json.loads(Path(ray.get(worker.stop_profile.remote())).read_text())
+        names = [event["name"] for event in trace["traceEvents"]]
+        assert names.count("env_worker/step_chunk") == 2
+        assert names.count("phase/render_at_chunk_end") >= 2
+        assert all(event["dur"] >= 0 for event in trace["traceEvents"])
+        assert ray.get(worker.stop_profile.remote()) is None  # nothing recorded since
+
+        def torch_loaded(_) -> bool:
+            import sys
+
+            return "torch" in sys.modules
+
+        assert ray.get(worker.__ray_call__.remote(torch_loaded)) is False
     finally:
         group.close()

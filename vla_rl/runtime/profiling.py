@@ -1,24 +1,43 @@
-"""Profiling: torch.profiler traces per worker, and per-phase wall-clock timings.
+"""Profiling: Chrome traces per worker, and per-phase wall-clock timings.
 
-``start_torch_profiler(path)`` / ``stop_torch_profiler(handle)`` are called through every
-worker group for the iterations chosen in the config; each worker writes a Chrome trace
-(open in chrome://tracing or Perfetto). :class:`PhaseTimer` measures the named phases of
-the fit loop; :func:`write_timing_table` writes them as a Markdown table.
+For the iterations chosen in the config every worker writes a Chrome trace (open in chrome://tracing or
+Perfetto): the actor ranks and the rollout worker with torch.profiler (``start_torch_profiler(path)`` /
+``stop_torch_profiler(handle)``), the env workers, which run no torch op, with :class:`SpanTrace` (their
+phases as spans; torch's profiler would also crash a process that has rendered through EGL, see
+docs/platform.md). :class:`PhaseTimer` measures named phases; :func:`write_timing_table` writes them as a
+Markdown table.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+
+def record_function(name: str) -> AbstractContextManager:
+    """``torch.profiler.record_function(name)`` in a process that has loaded torch, else a no-op.
+
+    Env workers never import torch (it would add ~2 s and ~150 MiB to each); a profiler started in one
+    (:func:`start_torch_profiler`) loads torch, and from then on its phases are labelled in the trace.
+    """
+    loaded = sys.modules.get("torch")
+    return loaded.profiler.record_function(name) if loaded is not None else nullcontext()
 
 
 def start_torch_profiler(path: str) -> dict[str, Any]:
+    import torch
+
     profiler = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU]
         + ([torch.profiler.ProfilerActivity.CUDA] if torch.cuda.is_available() else []),
@@ -39,18 +58,60 @@ def stop_torch_profiler(handle: dict[str, Any] | None) -> str | None:
     return handle["path"]
 
 
-class PhaseTimer:
-    """Wall-clock seconds (and calls) per named phase, accumulated until :meth:`pop`."""
+class SpanTrace:
+    """Named spans recorded between :meth:`start` and :meth:`stop`, written as a Chrome trace (``X`` events).
+
+    Outside a recording :meth:`span` costs one attribute check.
+    """
 
     def __init__(self) -> None:
+        self.events: list[dict[str, Any]] | None = None
+
+    def start(self) -> None:
+        self.events = []
+
+    @contextmanager
+    def span(self, name: str) -> Iterator[None]:
+        if self.events is None:
+            yield
+            return
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.events.append({"name": name, "ph": "X", "ts": start * 1e6, "dur": (time.perf_counter() - start) * 1e6,
+                                "pid": os.getpid(), "tid": threading.get_ident()})  # fmt: skip
+
+    def stop(self, path: str) -> str | None:
+        """Write the recorded spans to ``path`` (via a temporary name) and stop recording; None if not recording."""
+        if self.events is None:
+            return None
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(json.dumps({"traceEvents": self.events}))
+        partial.replace(target)
+        self.events = None
+        return str(target)
+
+
+class PhaseTimer:
+    """Wall-clock seconds (and calls) per named phase, accumulated until :meth:`pop`.
+
+    Each phase is also a ``phase/<name>`` range for torch.profiler (where torch is loaded) and a span of
+    ``spans`` (where given).
+    """
+
+    def __init__(self, spans: SpanTrace | None = None) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.spans = spans
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
-            with torch.profiler.record_function(f"phase/{name}"):
+            with record_function(f"phase/{name}"), (self.spans.span(f"phase/{name}") if self.spans else nullcontext()):
                 yield
         finally:
             self.add(name, time.perf_counter() - start)

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
-from vla_rl.runtime.profiling import PhaseTimer
+from vla_rl.runtime.profiling import PhaseTimer, SpanTrace
 from vla_rl.workers.chunked_envs import ENV_FACTORY, EXPERT_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
 logger = logging.getLogger(__name__)
@@ -87,7 +86,11 @@ class EnvWorker:
                             expert_seed_offset=config.global_offset)
             )
         self._fail_after_steps: int | None = None
-        self.busy = PhaseTimer()
+        self.spans = SpanTrace()  # the profile of chosen iterations (torch is never loaded here)
+        self._profile_path = ""
+        self.busy = PhaseTimer(self.spans)
+        for stage_envs in self.stages:
+            stage_envs.timer.spans = self.spans
 
     def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
         with self.busy.phase(f"stage{stage}/reset_call"):
@@ -99,7 +102,7 @@ class EnvWorker:
             if self._fail_after_steps < 0:
                 os._exit(1)  # a simulated simulator crash (fault-injection for tests)
         started = time.perf_counter()
-        with torch.profiler.record_function("env_worker/step_chunk"):
+        with self.spans.span("env_worker/step_chunk"):
             result = self.stages[stage].step(action_chunks)
         self.busy.add(f"stage{stage}/step_call", time.perf_counter() - started)
         return result
@@ -119,15 +122,11 @@ class EnvWorker:
         return self.stages[stage].get_attr(name)
 
     def start_profile(self, path: str) -> None:
-        from vla_rl.runtime.profiling import start_torch_profiler
-
-        self._profiler = start_torch_profiler(path)
+        self._profile_path = path
+        self.spans.start()
 
     def stop_profile(self) -> str | None:
-        from vla_rl.runtime.profiling import stop_torch_profiler
-
-        path, self._profiler = stop_torch_profiler(getattr(self, "_profiler", None)), None
-        return path
+        return self.spans.stop(self._profile_path)  # None when no profile was started
 
     def inject_crash(self, after_steps: int) -> None:
         """Test hook: the process dies (as a simulator segfault would) after ``after_steps`` more steps."""
