@@ -24,6 +24,27 @@ sys.path.insert(0, SUPPORT)
 # ...and in worker processes (Ray workers inherit the environment, not sys.path).
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
 
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def ray_session():
+    """The local Ray instance the tests share (6 CPU slots): started by the first test that asks for it and
+    kept for the next ones, since a start costs ~5 s; stopped at the end of the run. A test that needs a
+    cluster of its own shuts it down (the next test that asks starts it again)."""
+    from vla_rl.runtime.ray_cluster import init_ray
+
+    init_ray(num_cpus=6)
+    yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 # Before any test renders: torchvision (imported by timm, hence by the policies and by the config checks of
 # the policy section) segfaults when imported after MuJoCo's EGL rendering in one process (docs/platform.md).
 import policies  # noqa: E402, F401

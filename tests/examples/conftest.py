@@ -6,8 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PACKAGES = [str(EXAMPLES / name) for name in ("planar_pusher", "rover_nav", "pooled_pixels_policy")]
 for package in PACKAGES:
@@ -16,13 +14,3 @@ for package in PACKAGES:
 # ...and in the processes they start (Ray workers, `vla-rl` subprocesses inherit the environment, not sys.path).
 os.environ["PYTHONPATH"] = os.pathsep.join([*PACKAGES, *(p for p in [os.environ.get("PYTHONPATH", "")] if p)])
 
-
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    from vla_rl.runtime.ray_cluster import init_ray
-
-    init_ray(num_cpus=6)
-    yield
-    ray.shutdown()

@@ -6,20 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import point_env
-import pytest
 import ray
 
-from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    init_ray(num_cpus=4)
-    yield
-    ray.shutdown()
 
 
 def config(**overrides) -> EnvWorkerConfig:
