@@ -95,3 +95,25 @@ def test_metaworld_images_are_the_same_without_unseen_geoms_and_with_a_coarse_fl
     finally:
         fast.close()
         plain.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("robosuite") is None, reason="robosuite is not installed")
+def test_robosuite_images_are_the_same_without_unseen_geoms():
+    from envs.registry import make
+
+    cameras = ("agentview", "robot0_eye_in_hand")
+    fast = make("robosuite/Lift", image_size=32, cameras=cameras)
+    plain = make("robosuite/Lift", image_size=32, cameras=cameras, skip_unseen=False)
+    try:
+        a, _ = fast.reset(seed=3)
+        b, _ = plain.reset(seed=3)
+        for _ in range(3):
+            for camera in cameras:
+                np.testing.assert_array_equal(a["images"][camera], b["images"][camera], err_msg=camera)
+            action = fast.action_space.sample() * 0.5
+            a, b = fast.step(action)[0], plain.step(action)[0]
+        fast.unwrapped._renderer.render(fast.unwrapped.data, "robot0_eye_in_hand")
+        assert fast.unwrapped._renderer.culled > 10  # the robot's base and links, behind the hand camera
+    finally:
+        fast.close()
+        plain.close()
