@@ -4,7 +4,10 @@ steps them), and the raw physics limit (``mj_step`` for the substeps of one cont
 
 Machines are shared and noisy, so every figure is the median over ``repeats`` rounds, and each round
 runs every variant once, in turn, on the same seeded actions (a slow spell hits all variants alike);
-``range`` gives [min, max] over the rounds.
+``range`` gives [min, max] over the rounds. Each rate is also given per CPU-second of the process
+(``steps_per_cpu_s``: ``time.process_time``, which counts every thread of the process, the renderer's
+included): on a machine that other jobs share this is the per-core figure, which wall-clock rates
+understate by the share of the cores the process did not get.
 
 An env's own benchmark module (registered as ``benchmark`` in :mod:`envs.registry`) calls
 :func:`measure_mujoco_env_speed` with its factory and how it finds model, data and substeps.
@@ -32,13 +35,14 @@ def random_actions(env: Any, num_steps: int, seed: int) -> np.ndarray:
     return rng.uniform(low, high, size=(num_steps, env.action_space.shape[0]))
 
 
-def timed_env_steps(env: Any, actions: np.ndarray, seed: int, images_every: int = 1) -> float:
-    """Seconds for ``env`` to step through ``actions`` from ``reset(seed)``; episodes that end are reset
-    (resets included in the time). ``images_every`` > 1: images only at every ``images_every``-th step
-    (``skip_images`` otherwise; the env must support skipping images)."""
+def timed_env_steps(env: Any, actions: np.ndarray, seed: int, images_every: int = 1) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (``time.process_time``) for ``env`` to step through ``actions`` from
+    ``reset(seed)``; episodes that end are reset (resets included in the time). ``images_every`` > 1:
+    images only at every ``images_every``-th step (``skip_images`` otherwise; the env must support
+    skipping images)."""
     env.reset(seed=seed)
     episode = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for index, action in enumerate(actions):
         if images_every > 1:
             env.unwrapped.skip_images = (index + 1) % images_every != 0
@@ -46,19 +50,20 @@ def timed_env_steps(env: Any, actions: np.ndarray, seed: int, images_every: int 
         if terminated or truncated:
             episode += 1
             env.reset(seed=seed + episode)
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start, time.process_time() - cpu_start
     env.unwrapped.skip_images = False
     return elapsed
 
 
-def timed_physics_steps(env: Any, physics: Physics, num_steps: int, seed: int) -> float:
-    """Seconds of bare ``mj_step`` for ``num_steps`` control steps from ``reset(seed)``: the ceiling."""
+def timed_physics_steps(env: Any, physics: Physics, num_steps: int, seed: int) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of bare ``mj_step`` for ``num_steps`` control steps from ``reset(seed)``:
+    the ceiling."""
     env.reset(seed=seed)
     model, data, substeps = physics(env)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(num_steps):
         mujoco.mj_step(model, data, nstep=substeps)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def env_steps_per_second(
@@ -73,7 +78,7 @@ def env_steps_per_second(
         actions = random_actions(env, num_steps, seed)
         env.reset(seed=seed)
         env.step(actions[0])  # the first step may create the renderer: not part of the measurement
-        return num_steps / timed_env_steps(env, actions, seed, images_every)
+        return num_steps / timed_env_steps(env, actions, seed, images_every)[0]
     finally:
         env.close()
 
@@ -89,7 +94,9 @@ def measure_mujoco_env_speed(
     """``steps_per_s_no_camera``, ``steps_per_s_camera`` (``cameras`` at 64x64), ``physics_steps_per_s``
     and ``camera_ratio`` (camera / no camera); for envs that support skipping images also
     ``steps_per_s_camera_at_chunk_ends`` and ``chunk_ends_ratio`` (to camera). Rates are medians over
-    ``repeats`` rounds and ratios are ratios of those medians; ``range`` maps each rate to [min, max]."""
+    ``repeats`` rounds and ratios are ratios of those medians; ``range`` maps each rate to [min, max].
+    ``steps_per_cpu_s`` maps each rate's key to the same rate per CPU-second of this process (the
+    per-core figure), ``cpu_range`` to its [min, max]."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}: measure at least one round")
     plain, filmed = make_env(()), make_env(cameras)
@@ -99,7 +106,7 @@ def measure_mujoco_env_speed(
             env.reset(seed=seed)
             env.step(actions[0])
         chunked = getattr(filmed.unwrapped, "supports_skipping_images", False)
-        seconds: dict[str, list[float]] = {}
+        seconds: dict[str, list[tuple[float, float]]] = {}
         for _ in range(repeats):
             rounds = {
                 "steps_per_s_no_camera": lambda: timed_env_steps(plain, actions, seed),
@@ -115,11 +122,14 @@ def measure_mujoco_env_speed(
     finally:
         plain.close()
         filmed.close()
-    rates = {key: [num_steps / value for value in values] for key, values in seconds.items()}
+    rates = {key: [num_steps / wall for wall, _ in values] for key, values in seconds.items()}
+    cpu_rates = {key: [num_steps / max(cpu, 1e-9) for _, cpu in values] for key, values in seconds.items()}
     result: dict[str, Any] = {key: statistics.median(values) for key, values in rates.items()}
     result["camera_ratio"] = result["steps_per_s_camera"] / result["steps_per_s_no_camera"]
     if chunked:
         result["chunk_ends_ratio"] = result["steps_per_s_camera_at_chunk_ends"] / result["steps_per_s_camera"]
     result["repeats"] = repeats
     result["range"] = {key: [min(values), max(values)] for key, values in rates.items()}
+    result["steps_per_cpu_s"] = {key: statistics.median(values) for key, values in cpu_rates.items()}
+    result["cpu_range"] = {key: [min(values), max(values)] for key, values in cpu_rates.items()}
     return result

@@ -15,7 +15,11 @@ task). What it does beyond a thin wrapper, and why:
   episode allocates nothing.
 - Cameras are rendered by :class:`envs.builtin.rendering.CameraRenderer` on MetaWorld's model with
   shadows, reflections and multisampling off and the arm's meshes coarsened to ``mesh_cell``
-  (see :mod:`envs.builtin.mesh_detail`), the only costs that showed on CPU. Images come out upright:
+  (see :mod:`envs.builtin.mesh_detail`), the only costs that showed on CPU, and, with ``skip_unseen``
+  (the default), without the geoms outside each camera's view (:mod:`envs.builtin.view_culling`: the
+  same pixels; the gripper camera sees none of the arm's meshes), the floor drawn in ``plane_grid``
+  cells (1 m instead of 0.1 m: the same pixels, 1.9k fewer vertices per image) and no shadow map in
+  the GL context (64 MiB less per env). Images come out upright:
   MetaWorld's ``corner`` cameras look at the table upside down, so their images are turned 180 degrees.
 - Images can be skipped inside an action chunk (``skip_images``; ``observe()`` renders them).
 - Success is MetaWorld's own ``info["success"]``; the episode terminates on it.
@@ -48,6 +52,8 @@ from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 DEFAULT_CAMERAS = ("corner", "gripperPOV")
 #: Mesh grid (m) of the rendered arm: 13k of its 67k triangles are left, a 64 px image looks the same.
 DEFAULT_MESH_CELL = 0.01
+#: Grid cell (m) of the drawn floor (MetaWorld's: 0.1): the same pixels in all 7 cameras, fewer vertices.
+DEFAULT_PLANE_GRID = 1.0
 #: metaworld 3.1.1 pins mujoco==3.3.0, which would replace vla-rl's mujoco (and change the tabletop
 #: physics); it runs on vla-rl's mujoco 3.9 (its conformance and experts are tested there), and its other
 #: dependencies are vla-rl's own, so it is installed without them.
@@ -112,6 +118,8 @@ class MetaWorldEnv(RobotEnv):
         render_quality: str = "fast",
         mesh_cell: float | None = DEFAULT_MESH_CELL,
         render_mode: str | None = None,
+        skip_unseen: bool = True,
+        plane_grid: float | None = DEFAULT_PLANE_GRID,
     ) -> None:
         super().__init__()
         if render_mode not in (None, "rgb_array"):
@@ -122,6 +130,8 @@ class MetaWorldEnv(RobotEnv):
         self.dense_reward = bool(dense_reward)
         self.render_quality = render_quality
         self.mesh_cell = mesh_cell
+        self.skip_unseen = bool(skip_unseen)
+        self.plane_grid = plane_grid
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
         self._max_steps_override = max_episode_steps
@@ -154,7 +164,9 @@ class MetaWorldEnv(RobotEnv):
         unknown = [name for name in self._cameras if name not in available]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown} in metaworld {task}; available: {available}")
-        self._renderer = CameraRenderer(self.model, self.image_shape, self.render_quality, self.mesh_cell)
+        self._renderer = CameraRenderer(
+            self.model, self.image_shape, self.render_quality, self.mesh_cell, self.skip_unseen, self.plane_grid
+        )
         mujoco.mj_forward(self.model, self.data)
         self._upside_down = frozenset(  # the camera's up axis (cam_xmat's 2nd column) points down
             name for name in available if self.data.cam_xmat[self.model.camera(name).id].reshape(3, 3)[2, 1] < 0
@@ -326,8 +338,14 @@ def make_metaworld_env(
     render_quality: str = "fast",
     mesh_cell: float | None = DEFAULT_MESH_CELL,
     render_mode: str | None = None,
+    skip_unseen: bool = True,
+    plane_grid: float | None = DEFAULT_PLANE_GRID,
 ) -> MetaWorldEnv:
-    """Build a MetaWorld task env (the factory registered as ``metaworld`` in :mod:`envs.registry`)."""
+    """Build a MetaWorld task env (the factory registered as ``metaworld`` in :mod:`envs.registry`).
+
+    ``skip_unseen=False`` sends every geom to every camera and ``plane_grid=None`` draws the floor in
+    MetaWorld's own cells (the same images either way, more vertices).
+    """
     return MetaWorldEnv(
         task=task,
         image_size=image_size,
@@ -337,6 +355,8 @@ def make_metaworld_env(
         render_quality=render_quality,
         mesh_cell=mesh_cell,
         render_mode=render_mode,
+        skip_unseen=skip_unseen,
+        plane_grid=plane_grid,
     )
 
 

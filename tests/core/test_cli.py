@@ -44,6 +44,11 @@ def test_bench_env_prints_one_json_object_last(capsys):
     assert result["chunk_ends_ratio"] == pytest.approx(
         result["steps_per_s_camera_at_chunk_ends"] / result["steps_per_s_camera"]
     )
+    rates = ("steps_per_s_no_camera", "steps_per_s_camera", "physics_steps_per_s", "steps_per_s_camera_at_chunk_ends")
+    assert set(result["steps_per_cpu_s"]) == set(result["cpu_range"]) == set(rates)  # per CPU-second: per core
+    for key in rates:
+        low, high = result["cpu_range"][key]
+        assert 0 < low <= result["steps_per_cpu_s"][key] <= high
 
 
 def test_config_errors_exit_2_with_the_key(capsys):
