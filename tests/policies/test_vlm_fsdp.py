@@ -1,6 +1,6 @@
 """FSDP2 shards the VLM policy per transformer block (the unit verl and RLinf wrap): two gloo ranks on CPU, each on
 half the batch, take the same SFT steps as one process on the whole batch, with LoRA and full fine-tuning, with
-and without CPU offload. The same code runs on a GPU (nccl): only the device differs."""
+and without CPU offload; and bfloat16 mixed precision. The same code runs on a GPU (nccl): only the device differs."""
 
 from __future__ import annotations
 
@@ -83,3 +83,27 @@ def test_two_ranks_take_the_steps_of_one_process(tmp_path, train, offload):
     assert any(".backbone." in name for name in moved)  # the backbone (adapters or weights) learned
     for name, value in reference.state_dict().items():
         torch.testing.assert_close(saved["weights"][name], value, atol=2e-5, rtol=1e-4, msg=name)
+
+
+def test_bfloat16_mixed_precision_computes_in_bfloat16_and_keeps_float32_weights_and_gradients(tmp_path):
+    """``trainer.sharding.param_dtype=bfloat16``: FSDP2 gathers each block's weights in bfloat16 for the
+    forward and backward (the CPU has bfloat16 kernels, as GPUs do) while the sharded weights, their gradients
+    and so the optimizer stay float32; the loss is the float32 loss to bfloat16's precision."""
+    source = str(write_tiny_vlm(tmp_path / "vlm", "idefics3"))
+    reference = build(source, "full").bc_loss(batch())
+    policy = build(source, "full")
+    block_linear = next(m for m in policy.fsdp_blocks()[0].modules() if isinstance(m, torch.nn.Linear))
+    computed: list[tuple[torch.dtype, torch.dtype]] = []
+    block_linear.register_forward_hook(lambda module, args, out: computed.append((module.weight.dtype, out.dtype)))
+    mesh = init_distributed(0, 1, "127.0.0.1", free_port(), torch.device("cpu"))
+    try:
+        model = shard_model(policy, mesh, ShardingConfig(param_dtype="bfloat16"))
+        loss = model.bc_loss(batch())
+        loss.backward()
+    finally:
+        shutdown_distributed()
+    assert computed and set(computed) == {(torch.bfloat16, torch.bfloat16)}
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert {p.grad.dtype for p in model.parameters() if p.grad is not None} == {torch.float32}
+    assert abs(loss.item() - reference.item()) <= 2e-2 * abs(reference.item())
+    assert loss.item() != reference.item()  # computed in bfloat16 indeed, not float32
