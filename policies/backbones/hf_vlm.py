@@ -74,6 +74,19 @@ def image_normalization(folder: Path) -> tuple[list[float], list[float]]:
     return list(data.get("image_mean", [0.5] * 3)), list(data.get("image_std", [0.5] * 3))
 
 
+def camera_pixels(
+    images: Mapping[str, torch.Tensor], camera_names: Sequence[str], size: int, mean: torch.Tensor, std: torch.Tensor
+) -> torch.Tensor:
+    """Cameras uint8 ``(B, H, W, 3)`` -> ``(B, C, 3, S, S)``: resized to side ``size`` (bilinear), scaled to [0, 1]
+    and normalised with ``mean`` and ``std`` ``(1, 1, 3, 1, 1)``; what every VLM of the policy reads."""
+    stacked = torch.stack([images[camera] for camera in camera_names], dim=1)  # (B, C, H, W, 3)
+    batch, cameras = stacked.shape[:2]
+    flat = stacked.flatten(0, 1).permute(0, 3, 1, 2).float() / 255.0
+    if flat.shape[-2:] != (size, size):
+        flat = F.interpolate(flat, size=(size, size), mode="bilinear", align_corners=False)
+    return (flat.view(batch, cameras, 3, size, size) - mean) / std
+
+
 def apply_lora(model: nn.Module, config: VLMBackboneConfig) -> nn.Module:
     from peft import LoraConfig, get_peft_model
 
@@ -124,13 +137,7 @@ class HFVLMEncoder(nn.Module):
 
     def pixels(self, images: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Cameras uint8 ``(B, H, W, 3)`` -> ``(B, C, 3, S, S)`` at the vision tower's side ``S``, normalised."""
-        size = self.architecture.image_size
-        stacked = torch.stack([images[camera] for camera in self.camera_names], dim=1)  # (B, C, H, W, 3)
-        batch, cameras = stacked.shape[:2]
-        flat = stacked.flatten(0, 1).permute(0, 3, 1, 2).float() / 255.0
-        if flat.shape[-2:] != (size, size):
-            flat = F.interpolate(flat, size=(size, size), mode="bilinear", align_corners=False)
-        return (flat.view(batch, cameras, 3, size, size) - self.pixel_mean) / self.pixel_std
+        return camera_pixels(images, self.camera_names, self.architecture.image_size, self.pixel_mean, self.pixel_std)
 
     def tokens(self, instructions: Sequence[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """``(input_ids (B, T), attention_mask (B, T))``: image tokens for every camera, then the instruction."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -23,29 +24,52 @@ WORDS = (
 IMAGE_TOKEN_ID = SPECIALS.index("<image>")
 
 
-def write_tokenizer(folder: Path) -> None:
-    """A word-level tokenizer (lower-cased, split on whitespace and punctuation) saved as a fast tokenizer."""
+def vocabulary(extra_words: Sequence[str] = ()) -> list[str]:
+    """The tokens in id order: the specials, ``WORDS``, then the ``extra_words`` not already there (so the ids of
+    the base vocabulary never change when words are added)."""
+    tokens = [*SPECIALS, *WORDS]
+    for word in extra_words:
+        if word.lower() != word or not word.isalpha():
+            raise ValueError(f"extra word {word!r}: give lower-case letters only (the tokenizer lower-cases)")
+        if word not in tokens:
+            tokens.append(word)
+    return tokens
+
+
+def make_tokenizer(extra_words: Sequence[str] = ()):
+    """A word-level fast tokenizer (lower-cased, split on whitespace and punctuation) over :func:`vocabulary`."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate([*SPECIALS, *WORDS])}
+    vocab = {token: i for i, token in enumerate(vocabulary(extra_words))}
     tokenizer = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>", eos_token="<eos>"
     )
-    fast.save_pretrained(folder)
 
 
-def tiny_config(architecture: str, image_size: int, hidden_size: int, num_layers: int):
-    """The transformers config of a tiny ``architecture`` model."""
+def write_tokenizer(folder: Path, extra_words: Sequence[str] = ()) -> None:
+    """:func:`make_tokenizer` saved into ``folder``."""
+    make_tokenizer(extra_words).save_pretrained(folder)
+
+
+def tiny_config(
+    architecture: str, image_size: int, hidden_size: int, num_layers: int, patch_size: int | None = None,
+    vocab_size: int | None = None,
+):  # fmt: skip
+    """The transformers config of a tiny ``architecture`` model (patches of ``image_size // 4`` by default; the
+    base vocabulary's size by default)."""
     from transformers import Idefics3Config, PaliGemmaConfig, SmolVLMConfig
 
-    vocab_size = len(SPECIALS) + len(WORDS)
+    vocab_size = vocab_size or len(SPECIALS) + len(WORDS)
+    patch_size = patch_size or image_size // 4
+    if image_size % patch_size:
+        raise ValueError(f"image_size={image_size} is not a multiple of patch_size={patch_size}")
     vision = {"hidden_size": hidden_size, "intermediate_size": 2 * hidden_size, "num_hidden_layers": num_layers,
-              "num_attention_heads": 2, "image_size": image_size, "patch_size": image_size // 4}  # fmt: skip
+              "num_attention_heads": 2, "image_size": image_size, "patch_size": patch_size}  # fmt: skip
     text = {"vocab_size": vocab_size, "hidden_size": hidden_size, "intermediate_size": 2 * hidden_size,
             "num_hidden_layers": num_layers, "num_attention_heads": 2, "num_key_value_heads": 1, "pad_token_id": 0,
             "head_dim": hidden_size // 2}  # fmt: skip
