@@ -19,7 +19,12 @@ from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.checkpoint import load_sharded, save_sharded
 from vla_rl.runtime.device import resolve_device
-from vla_rl.runtime.distributed import init_distributed, shutdown_distributed
+from vla_rl.runtime.distributed import (
+    connect_rendezvous,
+    init_distributed,
+    open_rendezvous,
+    shutdown_distributed,
+)
 from vla_rl.runtime.fsdp import ShardingConfig, full_state_dict, shard_model
 from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.ppo_update import UpdateConfig, UpdateContext, ppo_update
@@ -126,18 +131,19 @@ class ActorWorker:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.model = None
         self._profiler = None
+        self._rendezvous = None  # rank 0's store, from address() until the process group is up
 
     def address(self) -> tuple[str, int]:
-        """Host and a free port for the rendezvous (called on rank 0)."""
+        """Open the rendezvous (called on rank 0): its host and the port its store listens on."""
         import ray
 
-        from vla_rl.runtime.distributed import free_port
-
-        return ray.util.get_node_ip_address(), free_port()
+        self._rendezvous = open_rendezvous()
+        return ray.util.get_node_ip_address(), self._rendezvous.port
 
     def setup(self, master_addr: str, master_port: int) -> int:
         """Join the process group, build and shard the policy, create the optimizer. Returns the parameter count."""
-        mesh = init_distributed(self.rank, self.world_size, master_addr, master_port, self.device)
+        store = self._rendezvous if self.rank == 0 else connect_rendezvous(master_addr, master_port)
+        mesh = init_distributed(self.rank, self.world_size, master_addr, master_port, self.device, store=store)
         policy = self.spec.build(self.device)
         self.reference = None
         if self.update_config.kl_coef > 0:
