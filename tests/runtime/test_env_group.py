@@ -108,7 +108,7 @@ def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
 
 
 def test_a_built_in_suite_env_worker_never_loads_torch_and_profiles_its_phases_as_spans(ray_session, tmp_path):
-    """Env workers only simulate: torch would add seconds to their start and ~150 MiB each, and torch's
+    """Env workers only simulate: torch would add ~2 s to their start and ~520 MiB each, and torch's
     profiler crashes a process that has rendered through EGL (docs/platform.md)."""
     group = EnvWorkerGroup(config(env_id="tabletop", env_kwargs={"image_size": 32}, tasks=("reach",), num_stages=1),
                            num_workers=1, num_cpus_per_worker=0.5)  # fmt: skip
