@@ -32,8 +32,11 @@ State ``obs["state"]`` (float32, 4): ``[hand_x, hand_y, hand_z, gripper_opening]
 (m, world frame) and the normalised distance between the fingers (0 closed, 1 open), MetaWorld's own
 first four observation entries (its object and goal entries are privileged: experts only).
 
-Reward: sparse 1.0 on the step the task succeeds; with ``dense_reward=True``, MetaWorld's shaped
-reward (0 to 10) instead.
+Reward: sparse 1.0 on the step the task succeeds; with ``dense_reward=True`` plus a potential-based
+shaping term, as the built-in suite's: ``DENSE_REWARD_SCALE * (progress_t - progress_{t-1})`` with
+MetaWorld's shaped reward (0 to 10) divided by 10 as the progress (the first step's shaping is 0). Its
+shaped reward itself is not the reward: summed per step, it pays more for hovering near success
+until the time limit than for the success that ends the episode.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ DEFAULT_CAMERAS = ("corner", "gripperPOV")
 DEFAULT_MESH_CELL = 0.01
 #: Grid cell (m) of the drawn floor (MetaWorld's: 0.1): the same pixels in all 7 cameras, fewer vertices.
 DEFAULT_PLANE_GRID = 1.0
+SHAPED_REWARD_MAX = 10.0  # MetaWorld v3's shaped rewards lie in [0, 10]
+DENSE_REWARD_SCALE = 0.5  # as the built-in suite's (envs/builtin/tabletop.py)
 #: metaworld 3.1.1 pins mujoco==3.3.0, which would replace vla-rl's mujoco (and change the tabletop
 #: physics); it runs on vla-rl's mujoco 3.9 (its conformance and experts are tested there), and its other
 #: dependencies are vla-rl's own, so it is installed without them.
@@ -141,6 +146,7 @@ class MetaWorldEnv(RobotEnv):
         self._last_obs = np.zeros(39)
         self._instruction = ""
         self._elapsed_steps = 0
+        self._progress: float | None = None  # the dense reward's potential (progress), from an episode's first step
         self._needs_reset = True
         self._build(check_task(task))
 
@@ -222,6 +228,7 @@ class MetaWorldEnv(RobotEnv):
         self._set_physics(init_state)  # both paths end alike, bit for bit
         self._instruction = init_state["instruction"]
         self._elapsed_steps = 0
+        self._progress = None
         self._needs_reset = False
         info = {"is_success": False, "task": self.task, "init_state": copy.deepcopy(init_state)}
         return self.observe(), info
@@ -236,7 +243,12 @@ class MetaWorldEnv(RobotEnv):
         self._last_obs = observation
         self._elapsed_steps += 1
         success = bool(metaworld_info["success"])
-        reward = float(shaped_reward) if self.dense_reward else float(success)
+        reward = float(success)
+        if self.dense_reward:
+            progress = float(shaped_reward) / SHAPED_REWARD_MAX
+            if self._progress is not None:
+                reward += DENSE_REWARD_SCALE * (progress - self._progress)
+            self._progress = progress
         truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
         info = {"is_success": success, "task": self.task}
         obs = self._observation(images=not self.skip_images)

@@ -124,6 +124,39 @@ def test_actions_move_the_hand_target_by_metres_and_success_is_metaworlds_reach_
         env.close()
 
 
+@needs_metaworld
+def test_dense_reward_is_success_plus_the_change_of_metaworlds_shaped_reward():
+    """reward_t = success_t + 0.5 (shaped_t - shaped_{t-1}) / 10, shaped recomputed by MetaWorld's own
+    compute_reward; the first step's shaping is 0, so an episode's rewards sum to its success plus the
+    telescoped difference, and the dense env's episode is the sparse env's step for step."""
+    from envs.metaworld.env import DENSE_REWARD_SCALE, SHAPED_REWARD_MAX
+
+    dense = make("metaworld/reach-v3", cameras=(), dense_reward=True)
+    sparse = make("metaworld/reach-v3", cameras=())
+    try:
+        dense.reset(seed=3)
+        sparse.reset(seed=3)
+        inner = dense.metaworld_env
+        shaped, rewards = [], []
+        for _ in range(dense.max_episode_steps):
+            action = np.append(np.clip(inner._target_pos - inner.tcp_center, -0.01, 0.01) * 0.5, 0.0)
+            _, reward, terminated, truncated, _ = dense.step(action)
+            _, sparse_reward, sparse_terminated, _, _ = sparse.step(action)
+            native_action = (action * dense._native_scale).astype(np.float32)
+            shaped.append(float(inner.compute_reward(native_action, dense._last_obs)[0]) / SHAPED_REWARD_MAX)
+            expected = sparse_reward + (DENSE_REWARD_SCALE * (shaped[-1] - shaped[-2]) if len(shaped) > 1 else 0.0)
+            assert reward == pytest.approx(expected, abs=1e-9)
+            assert terminated == sparse_terminated
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+        assert terminated and len(rewards) > 5 and shaped[-1] > shaped[0]  # the hand came closer: progress
+        assert sum(rewards) == pytest.approx(1.0 + DENSE_REWARD_SCALE * (shaped[-1] - shaped[0]), abs=1e-9)
+    finally:
+        dense.close()
+        sparse.close()
+
+
 def _project(model, data, camera: str, point: np.ndarray, size: int) -> tuple[int, int]:
     """Pixel (row, col) of a world point in the camera's own image (its y axis up): the pinhole model."""
     camera_id = model.camera(camera).id
