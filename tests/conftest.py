@@ -38,6 +38,21 @@ def ray_session():
     yield
 
 
+@pytest.fixture
+def load_script():
+    """``load_script("name")``: ``scripts/name.py`` imported as a module (scripts/ is not a package)."""
+    import importlib.util
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
 def pytest_sessionfinish(session, exitstatus):
     import ray
 

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "probe_embedding.py"
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("probe_embedding", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_probe_recovers_a_linear_code_and_matches_the_mean_on_unrelated_features() -> None:
-    probe = load_script().probe
+def test_probe_recovers_a_linear_code_and_matches_the_mean_on_unrelated_features(load_script) -> None:
+    probe = load_script("probe_embedding").probe
     rng = np.random.default_rng(0)
     targets = rng.uniform(-0.03, 0.03, size=(400, 2))  # metres, as the block's jitter
     mixing = rng.normal(size=(2, 16))

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tabletop_render_costs.py"
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("tabletop_render_costs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_render_costs_add_up_to_the_implied_rate() -> None:
-    script = load_script()
+def test_render_costs_add_up_to_the_implied_rate(load_script) -> None:
+    script = load_script("tabletop_render_costs")
     result = script.main("reach", rounds=1, steps=24)  # one round: each median is that round's value
     median = {key: value["median"] for key, value in result.items() if isinstance(value, dict)}
     assert result["cameras"] == 2 and result["geoms_drawn"] > 0
