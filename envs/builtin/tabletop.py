@@ -198,7 +198,7 @@ class TabletopEnv(RobotEnv):
         data.ctrl[:5] = solve_ik_floats(x, y, z, self._yaw_target)
         data.ctrl[5:7] = FINGER_OPEN * (1.0 - action[-1]) / 2.0
         self._previous_ee = self._grip_position()
-        mujoco.mj_step(self.model, data, nstep=self.substeps)
+        self._advance_physics()
         self._elapsed_steps += 1
         success = self.task.is_success(self.scene, self._layout["target"])
         reward = 1.0 if success else 0.0
@@ -209,6 +209,11 @@ class TabletopEnv(RobotEnv):
         truncated = self._elapsed_steps >= self.env_spec.max_episode_steps and not success
         info = {"is_success": success, "task": self.task.name}
         return self._observation(with_images=not self.skip_images), reward, success, truncated, info
+
+    def _advance_physics(self) -> None:
+        """One control step of physics (``substeps`` MuJoCo steps); a method of its own so that
+        ``scripts/tabletop_render_costs.py`` can time it apart from the env's Python."""
+        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
 
     def observe(self) -> dict[str, Any]:
         return self._observation()
