@@ -47,7 +47,14 @@ def time_chunked_steps(env, steps: int, rng: np.random.Generator) -> dict[str, f
     renderer, model, data = env._renderer, env.model, env.data
     pixels = np.empty((*renderer.image_shape, 3), np.uint8)
     actions = rng.uniform(env.action_space.low, env.action_space.high, (steps, *env.action_space.shape))
-    totals = {"env_step": 0.0, "physics": 0.0, "reset": 0.0, "scene_update": 0.0, "draw": 0.0, "read_back": 0.0}
+    totals = {
+        "env_step": 0.0,
+        "physics": 0.0,
+        "reset": 0.0,
+        "scene_update": 0.0,
+        "draw": 0.0,
+        "read_back": 0.0,
+    }
     advance_physics = env._advance_physics
 
     def timed_physics() -> None:
@@ -90,7 +97,10 @@ def time_chunked_steps(env, steps: int, rng: np.random.Generator) -> dict[str, f
         "env_python_us_per_step": (totals["env_step"] - totals["physics"]) / steps * 1e6,
         "reset_us": totals["reset"] / max(resets, 1) * 1e6,
         "steps_per_reset": steps / max(resets, 1),
-        **{f"image_{phase}_us": totals[phase] / images * 1e6 for phase in ("scene_update", "draw", "read_back")},
+        **{
+            f"image_{phase}_us": totals[phase] / images * 1e6
+            for phase in ("scene_update", "draw", "read_back")
+        },
     }
 
 
@@ -109,7 +119,9 @@ def main(task: str = "reach", rounds: int = 5, steps: int = STEPS) -> dict:
         per_step = (figures["physics_us_per_step"] + figures["env_python_us_per_step"] + images_per_step
                     + figures["reset_us"] / figures["steps_per_reset"])  # fmt: skip
         figures["implied_steps_per_s_at_chunk_ends"] = 1e6 / per_step
-        figures["ceiling_steps_per_s_physics_and_images"] = 1e6 / (figures["physics_us_per_step"] + images_per_step)
+        figures["ceiling_steps_per_s_physics_and_images"] = 1e6 / (
+            figures["physics_us_per_step"] + images_per_step
+        )
         for key, value in figures.items():
             per_round.setdefault(key, []).append(value)
     geoms_drawn = int(env._renderer._scene.ngeom)

@@ -249,7 +249,9 @@ class TabletopEnv(RobotEnv):
             ],
             dtype=np.float32,
         )
-        images = {name: self._renderer.render(self.data, name) for name in self._cameras} if with_images else {}
+        images = (
+            {name: self._renderer.render(self.data, name) for name in self._cameras} if with_images else {}
+        )
         return {"images": images, "state": state, "instruction": self._layout["instruction"]}
 
     # ----------------------------------------------------------------- privileged state (experts only)
