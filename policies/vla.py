@@ -127,8 +127,11 @@ class VLAPolicy(nn.Module):
 
     # ----------------------------------------------------------------------------- inputs
     def _tensor(self, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
-        tensor = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor) else value)
-        return tensor.to(device=self.device, dtype=dtype)
+        if not isinstance(value, torch.Tensor):
+            value = np.asarray(value)
+            if not value.flags.writeable:  # zero-copy out of Ray's object store: give the tensor its own memory
+                value = value.copy()
+        return torch.as_tensor(value).to(device=self.device, dtype=dtype)
 
     def prepare_observation(
         self, obs: Observation

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -122,6 +123,24 @@ def test_numpy_observations_match_tensors() -> None:
     from_numpy, _ = policy.act(tiny_obs(numpy=True), deterministic=True)
     from_tensor, _ = policy.act(tiny_obs(), deterministic=True)
     torch.testing.assert_close(from_numpy, from_tensor)
+
+
+def test_read_only_arrays_are_copied_not_wrapped() -> None:
+    """Arrays that arrive zero-copy from Ray's object store are read-only: the policy copies them (no
+    PyTorch warning about non-writable memory, no tensor aliasing the store) and acts as on writable ones."""
+    torch.manual_seed(0)
+    policy = VLAPolicy(tiny_config(), tiny_spec(), tiny_stats())
+    obs = tiny_obs(numpy=True)
+    for array in (*obs["images"].values(), obs["state"]):
+        array.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PyTorch's "not writable" warning would raise here
+        images, state, _ = policy.prepare_observation(obs)
+        from_read_only, _ = policy.act(obs, deterministic=True)
+    assert not np.shares_memory(images["front"].numpy(), obs["images"]["front"])
+    torch.testing.assert_close(images["front"], torch.from_numpy(obs["images"]["front"].copy()))
+    from_writable, _ = policy.act(tiny_obs(numpy=True), deterministic=True)
+    torch.testing.assert_close(from_read_only, from_writable)
 
 
 def test_state_is_normalised_before_encoding() -> None:
