@@ -50,6 +50,26 @@ def test_collect_writes_loadable_demos_and_resume_gives_the_same_episodes(tmp_pa
     assert sample["action"].shape == (4, 4) and sample["images"]["front"].shape == (32, 32, 3)
 
 
+def test_the_dataset_holds_only_the_requested_tasks_and_episodes(tmp_path):
+    """A folder that an earlier run filled with more tasks (or more episodes per task) gives a dataset of
+    what this run asks for: the same demos, split and statistics as a folder that never held more."""
+    shared, fresh = tmp_path / "shared", tmp_path / "fresh"
+    collect_demonstrations("tabletop", ["reach", "open_drawer", "lift"], KWARGS, shared, 2, show_progress=False)
+    result = collect_demonstrations("tabletop", ["lift", "reach"], KWARGS, shared, 1, show_progress=False)
+    assert result.attempts_by_task == {}  # nothing new to collect
+    assert result.episodes_by_task == {"lift": 1, "reach": 1}
+    assert EpisodeStore(shared).count_by_task() == {"reach": 2, "open_drawer": 2, "lift": 2}  # kept for reuse
+    collect_demonstrations("tabletop", ["lift", "reach"], KWARGS, fresh, 1, show_progress=False)
+    for split in ("train", "valid"):
+        ours, theirs = load_demonstrations(shared, split)[0], load_demonstrations(fresh, split)[0]
+        assert [(e.task, e.seed) for e in ours] == [(e.task, e.seed) for e in theirs]
+    assert json.loads((shared / "stats.json").read_text()) == json.loads((fresh / "stats.json").read_text())
+    episodes, fresh_episodes = load_demonstrations(shared)[0], load_demonstrations(fresh)[0]
+    assert [e.task for e in episodes] == ["lift", "reach"]  # the requested order, not the stored one
+    for ours, theirs in zip(episodes, fresh_episodes, strict=True):
+        np.testing.assert_array_equal(ours.actions, theirs.actions)
+
+
 def test_collect_command_line(tmp_path, capsys):
     code = main(["collect", "env.tasks=[open_drawer]", "collect.episodes_per_task=2", "env.kwargs.image_size=16",
                  f"collect.output={tmp_path}"])  # fmt: skip

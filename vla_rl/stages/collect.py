@@ -2,8 +2,9 @@
 
 For each task, a scripted expert (``envs.experts``) runs seeded episodes; each finished
 episode is stored at once (:class:`vla_rl.stages.sft.demos.EpisodeStore`), so an interrupted
-collection loses nothing and a rerun continues where it stopped. At the end, the episodes
-are merged into ``demos.hdf5`` with ``stats.json`` beside it (:mod:`vla_rl.stages.sft.demos`).
+collection loses nothing and a rerun continues where it stopped. At the end, the episodes of the
+requested tasks (``episodes_per_task`` each) are merged into ``demos.hdf5`` with ``stats.json`` beside it
+(:mod:`vla_rl.stages.sft.demos`); episodes stored for other tasks stay stored but are left out.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def collect_demonstrations(
             )  # fmt: skip
     finally:
         progress.close()
-        kept = list(store.episodes())
+        kept = dataset_episodes(store, tasks, episodes_per_task)
         if kept:
             dataset_path, stats_path = write_dataset(
                 output, kept, env_id, env_kwargs, valid_fraction=valid_fraction, seed=seed
@@ -186,6 +187,23 @@ def collect_demonstrations(
     for episode in kept:
         counts[episode.task] = counts.get(episode.task, 0) + 1
     return CollectionResult(dataset_path, stats_path, counts, attempts_by_task)
+
+
+def dataset_episodes(store: EpisodeStore, tasks: Sequence[str], episodes_per_task: int) -> list[Episode]:
+    """The episodes this collection's ``demos.hdf5`` and ``stats.json`` are made of: the first
+    ``episodes_per_task`` stored for each of ``tasks``, task by task in the order of ``tasks`` (the order a
+    collection from scratch stores them in, so the train/valid split does not depend on the folder's history).
+
+    The folder may hold more: other tasks, or more episodes per task, collected into it by an earlier run
+    with other ``env.tasks`` or ``collect.episodes_per_task`` (experiments name their data folder, not their
+    task list). Those stay stored for reuse, but neither SFT nor the action statistics see them.
+    """
+    by_task: dict[str, list[Episode]] = {task: [] for task in tasks}
+    for episode in store.episodes():
+        chosen = by_task.get(episode.task)
+        if chosen is not None and len(chosen) < episodes_per_task:
+            chosen.append(episode)
+    return [episode for task in tasks for episode in by_task[task]]
 
 
 def _collect_task(
