@@ -5,7 +5,7 @@ camera image split into MuJoCo's scene update, its draw (``mjr_render``) and the
 much back to back).
 
 Everything is timed inside one rollout of random actions, as ``vla-rl bench env`` steps the env: the physics
-is the env's own ``mj_step`` calls while the arm moves (an arm at rest costs about 5% less, so physics timed
+is the env's own ``mj_step`` calls while the arm moves (an arm at rest costs about 6% less, so physics timed
 apart from the rollout would leave part of the physics in "the env's Python"), and resets, which render their
 observation, are counted per step, as the bench counts them.
 
