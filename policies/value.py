@@ -39,4 +39,6 @@ class ValueHead(nn.Module):
                 f"{None if rl_features is None else tuple(rl_features.shape)}"
             )
         inputs = embedding if rl_features is None else torch.cat([embedding, rl_features], dim=-1)
-        return self.mlp(inputs).squeeze(-1)
+        # A fresh tensor, not a view of the MLP's (B, 1) output: FSDP2 hooks the outputs of a sharded
+        # module's forward methods, and warns that an in-place op on a view would drop its pre-backward hook.
+        return self.mlp(inputs).squeeze(-1).clone()

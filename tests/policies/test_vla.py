@@ -103,6 +103,32 @@ def test_act_evaluate_log_prob_agree(head: str) -> None:
     assert policy.encoder.vision.backbone.model.conv1[0].weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("head", ["gaussian", "flow", "residual with pixels"])
+def test_a_sharded_policy_returns_no_views_for_fsdp2_to_warn_about(head: str) -> None:
+    """FSDP2 hooks the tensors that a sharded module's forward methods return and warns when one is a view
+    (an in-place op on it would drop the hook). The actor shards the policy: none of them may be a view."""
+    from vla_rl.runtime.distributed import free_port, init_distributed, shutdown_distributed
+    from vla_rl.runtime.fsdp import shard_model
+
+    torch.manual_seed(0)
+    if head == "residual with pixels":
+        policy = residual_policy_with_rl_vision(RL_VISION_KINDS["pixels"])
+    else:
+        policy = VLAPolicy(tiny_config(head), tiny_spec(), tiny_stats())
+    obs = tiny_obs()
+    mesh = init_distributed(0, 1, "127.0.0.1", free_port(), torch.device("cpu"))
+    try:
+        model = shard_model(policy, mesh)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _, extras = model.act(obs, generator=torch.Generator().manual_seed(1))
+            log_prob, _, value = model.evaluate(obs, TensorDict(extras, batch_size=[4]))
+            (-log_prob.mean() + value.pow(2).mean() + model.value(obs).pow(2).mean()).backward()
+    finally:
+        shutdown_distributed()
+    assert value.shape == (4,) and value._base is None
+
+
 def test_actions_are_unnormalised_then_clipped() -> None:
     torch.manual_seed(0)
     stats = tiny_stats()
