@@ -9,7 +9,7 @@ import pytest
 
 from vla_rl.cli import main
 from vla_rl.stages.collect import collect_demonstrations
-from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore, load_demonstrations
+from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore, load_demonstrations, split_names
 from vla_rl.stages.sft.statistics import load_statistics
 
 KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
@@ -68,6 +68,47 @@ def test_the_dataset_holds_only_the_requested_tasks_and_episodes(tmp_path):
     assert [e.task for e in episodes] == ["lift", "reach"]  # the requested order, not the stored one
     for ours, theirs in zip(episodes, fresh_episodes, strict=True):
         np.testing.assert_array_equal(ours.actions, theirs.actions)
+
+
+def test_split_names_partitions_the_names_and_the_seed_chooses_the_split() -> None:
+    names = [f"demo_{i}" for i in range(30)]
+    splits = {seed: split_names(names, 0.1, seed) for seed in range(4)}
+    for split in splits.values():
+        assert len(split["valid"]) == 3 and len(split["train"]) == 27
+        assert sorted(split["train"] + split["valid"]) == sorted(names)
+        assert split["train"] == sorted(split["train"]) and split["valid"] == sorted(split["valid"])
+    assert len({tuple(split["valid"]) for split in splits.values()}) == 4
+    assert split_names(names[:1], 0.5, 0) == {"train": ["demo_0"], "valid": []}
+
+
+def test_sft_draws_its_split_with_its_own_seed_from_a_file_that_other_seeds_share(tmp_path):
+    """The runs of an experiment share its data folder: the file is the same whichever seed wrote it last
+    (``collect.seed``), and each run's SFT split follows from the run's seed alone."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, first, 5, show_progress=False)
+    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, second, 5, seed=3, show_progress=False)
+    for seed in (0, 3):
+        reference = split_names([f"demo_{i}" for i in range(10)], 0.1, seed)
+        for folder in (first, second):
+            for split in ("train", "valid"):
+                drawn = load_demonstrations(folder, split, split_seed=seed)[0]
+                expected = [load_demonstrations(folder)[0][int(name.split("_")[1])] for name in reference[split]]
+                assert [(e.task, e.seed) for e in drawn] == [(e.task, e.seed) for e in expected]
+    # Without split_seed the file's own mask, written with its collect seed.
+    assert [e.seed for e in load_demonstrations(second, "valid")[0]] == [
+        e.seed for e in load_demonstrations(second, "valid", split_seed=3)[0]
+    ]
+
+
+def test_the_run_seed_does_not_choose_the_demonstrations(tmp_path):
+    """`seed=S` seeds SFT, RL and evaluation; the demos come from `collect.seed` (default 0), so the seeds of
+    an experiment train on the same demos whichever of them collected into the shared folder first."""
+    common = ["collect", "env.tasks=[reach]", "collect.episodes_per_task=2", "env.kwargs.image_size=16"]
+    for name, extra in (("default", []), ("run_seed", ["seed=5"]), ("collect_seed", ["collect.seed=5"])):
+        assert main([*common, *extra, f"collect.output={tmp_path / name}"]) == 0
+    seeds = {name: [e.seed for e in load_demonstrations(tmp_path / name)[0]] for name in ("default", "run_seed",
+                                                                                          "collect_seed")}
+    assert seeds["run_seed"] == seeds["default"] != seeds["collect_seed"]
 
 
 def test_collect_command_line(tmp_path, capsys):

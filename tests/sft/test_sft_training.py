@@ -52,8 +52,8 @@ def test_sft_lowers_the_loss_and_exports_a_policy_that_acts(head, tiny_dataset, 
                        log_every=4, show_progress=False, num_threads=1)  # fmt: skip
     result = run_sft(policy_config(head), "tabletop", ENV_KWARGS, tiny_dataset, tmp_path, config, seed=SEED)
 
-    train_episodes, _ = load_demonstrations(tiny_dataset, split="train")
-    valid_episodes, _ = load_demonstrations(tiny_dataset, split="valid")
+    train_episodes, _ = load_demonstrations(tiny_dataset, split="train", split_seed=SEED)  # the run's split
+    valid_episodes, _ = load_demonstrations(tiny_dataset, split="valid", split_seed=SEED)
     train_set, valid_set = ChunkDataset(train_episodes, 4), ChunkDataset(valid_episodes, 4)
     assert result.num_steps == 24 and len(result.train_losses) == 24
     assert result.num_train_samples == len(train_set) and result.num_valid_samples == len(valid_set) > 0

@@ -25,7 +25,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         keep_failed=bool(cfg.collect.keep_failed),
         max_attempts_per_episode=int(cfg.collect.max_attempts_per_episode),
         valid_fraction=float(cfg.collect.valid_fraction),
-        seed=int(cfg.seed),
+        seed=int(cfg.collect.seed),
     )
     print(f"demonstrations: {result.dataset_path}")
     print(f"statistics:     {result.stats_path}")

@@ -38,6 +38,9 @@ class CollectConfig:
     - ``keep_failed``: keep episodes the expert failed (marked success=false); by default only successes.
     - ``max_attempts_per_episode``: give up on a task after this many failed attempts per requested episode.
     - ``valid_fraction``: fraction of episodes listed under mask/valid (robomimic filter key) for validation.
+    - ``seed``: seeds the episodes and the file's split. It is not the run's ``seed``: the runs of an
+      experiment share its data folder, so its demonstrations must not depend on which seed collected first.
+      SFT draws its own train/valid split from the run's seed (``load_demonstrations(split_seed=...)``).
     """
 
     episodes_per_task: int = 10
@@ -46,6 +49,7 @@ class CollectConfig:
     keep_failed: bool = False
     max_attempts_per_episode: int = 5
     valid_fraction: float = 0.1
+    seed: int = 0
 
     def __post_init__(self) -> None:
         check_types(self)

@@ -39,7 +39,7 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
     result = collect_demonstrations(
         str(cfg.env.id), resolve_tasks(cfg.env, entry.tasks), env_kwargs(cfg.env), output,
         cfg.collect.episodes_per_task, float(cfg.collect.noise_std), bool(cfg.collect.keep_failed),
-        int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.seed),
+        int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.collect.seed),
     )  # fmt: skip
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "

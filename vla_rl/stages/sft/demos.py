@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,12 +161,9 @@ def write_dataset(
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     path = output / "demos.hdf5"
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs sharing the folder may write at once
     names = [f"demo_{i}" for i in range(len(episodes))]
-    order = np.random.default_rng(seed).permutation(len(names))
-    num_valid = int(round(valid_fraction * len(names))) if len(names) > 1 else 0
-    valid = sorted(names[i] for i in order[:num_valid])
-    train = sorted(names[i] for i in order[num_valid:])
+    splits = split_names(names, valid_fraction, seed)
     with h5py.File(temporary, "w") as file:
         data = file.create_group("data")
         for name, episode in zip(names, episodes, strict=True):
@@ -176,10 +173,11 @@ def write_dataset(
             env_kwargs=json.dumps(env_kwargs),
             total=sum(len(e) for e in episodes),
             format=FORMAT,
+            valid_fraction=float(valid_fraction),
         )
         mask = file.create_group("mask")
-        mask.create_dataset("train", data=np.array(train, dtype="S"))
-        mask.create_dataset("valid", data=np.array(valid, dtype="S"))
+        for split in ("train", "valid"):
+            mask.create_dataset(split, data=np.array(splits[split], dtype="S"))
     os.replace(temporary, path)
     stats = {
         "action": feature_statistics(np.concatenate([e.actions for e in episodes])),
@@ -192,10 +190,22 @@ def write_dataset(
     return path, stats_path
 
 
-def load_demonstrations(path: str | Path, split: str | None = None) -> tuple[list[Episode], dict[str, Any]]:
+def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> dict[str, list[str]]:
+    """``{"train": [...], "valid": [...]}``: ``round(valid_fraction * len(names))`` names drawn with ``seed`` for
+    validation (none when there is only one), the rest for training; each list sorted as strings."""
+    order = np.random.default_rng(seed).permutation(len(names))
+    num_valid = int(round(valid_fraction * len(names))) if len(names) > 1 else 0
+    return {"train": sorted(names[i] for i in order[num_valid:]), "valid": sorted(names[i] for i in order[:num_valid])}
+
+
+def load_demonstrations(
+    path: str | Path, split: str | None = None, split_seed: int | None = None
+) -> tuple[list[Episode], dict[str, Any]]:
     """Read ``demos.hdf5`` (or the folder holding it). Returns (episodes, dataset attrs).
 
-    ``split`` selects the demos of ``mask/<split>`` ("train" or "valid"); None reads all.
+    ``split`` selects the demos of ``mask/<split>`` ("train" or "valid"); None reads all. With ``split_seed``
+    the split is drawn with that seed and the file's ``valid_fraction`` (:func:`split_names`) instead of read
+    from its mask: each SFT seed has its own split, while the file stays the same for every run that shares it.
     """
     path = Path(path)
     if path.is_dir():
@@ -209,6 +219,11 @@ def load_demonstrations(path: str | Path, split: str | None = None) -> tuple[lis
         attrs["env_kwargs"] = json.loads(attrs.get("env_kwargs", "{}"))
         if split is None:
             names = sorted(file["data"], key=lambda n: int(n.split("_")[1]))
+        elif split_seed is not None and "valid_fraction" in attrs:
+            if split not in ("train", "valid"):
+                raise KeyError(f"split={split!r}; drawn splits are 'train' and 'valid'")
+            all_names = sorted(file["data"], key=lambda n: int(n.split("_")[1]))
+            names = split_names(all_names, float(attrs["valid_fraction"]), split_seed)[split]
         else:
             if f"mask/{split}" not in file:
                 raise KeyError(f"{path} has no split {split!r}; available: {list(file.get('mask', {}))}")

@@ -2,8 +2,8 @@
 
 :func:`run_sft` is the whole loop, top to bottom:
 
-1. read ``demos.hdf5`` (``train`` and ``valid`` splits) and ``stats.json`` beside it; check that the
-   demos fit the policy's io spec (cameras, image size, state and action dims of the env);
+1. read ``demos.hdf5`` (its ``train`` and ``valid`` splits drawn with the run's seed) and ``stats.json``
+   beside it; check that the demos fit the policy's io spec (cameras, image size, state and action dims of the env);
 2. build the policy with the dataset statistics (its normaliser; ``save_pretrained`` stores them);
 3. AdamW on seeded, shuffled mini-batches of :class:`~vla_rl.stages.sft.demos.ChunkDataset`; the loss is the
    policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
@@ -163,7 +163,7 @@ def run_sft(
         dataset: the folder ``vla-rl collect`` wrote (or its ``demos.hdf5``), with ``stats.json`` beside it.
         output_dir: receives ``best/``, ``last/`` and ``sft_metrics.jsonl``.
         sft_config: an :class:`SFTConfig` or its dict form (default: ``SFTConfig()``).
-        seed: seeds the policy's initialisation, the shuffling and the noise of the losses.
+        seed: seeds the train/valid split, the policy's initialisation, the shuffling and the noise of the losses.
 
     Raises:
         MissingDatasetError: ``demos.hdf5`` or ``stats.json`` does not exist (run ``vla-rl collect``).
@@ -184,8 +184,9 @@ def run_sft(
         from policies.config import PolicyIOSpec
 
         io_spec = PolicyIOSpec.from_spec(env_io_spec(env_id, None, dict(env_kwargs)))
-        train_episodes, attrs = load_demonstrations(demos_path, split="train")
-        valid_episodes, _ = load_demonstrations(demos_path, split="valid")
+        # The split is drawn with this run's seed, not read from the file that the experiment's runs share.
+        train_episodes, attrs = load_demonstrations(demos_path, split="train", split_seed=seed)
+        valid_episodes, _ = load_demonstrations(demos_path, split="valid", split_seed=seed)
         if not train_episodes:
             raise DatasetError(f"dataset {demos_path} has no demos in its 'train' split; collect more episodes")
         for episodes in (train_episodes, valid_episodes):
