@@ -206,6 +206,7 @@ def load_demonstrations(
     ``split`` selects the demos of ``mask/<split>`` ("train" or "valid"); None reads all. With ``split_seed``
     the split is drawn with that seed and the file's ``valid_fraction`` (:func:`split_names`) instead of read
     from its mask: each SFT seed has its own split, while the file stays the same for every run that shares it.
+    A file written before ``valid_fraction`` was stored has only its mask, which is then read.
     """
     path = Path(path)
     if path.is_dir():
@@ -217,13 +218,13 @@ def load_demonstrations(
             raise ValueError(f"{path} is not a demonstration file: it has no 'data' group")
         attrs = {key: file["data"].attrs[key] for key in file["data"].attrs}
         attrs["env_kwargs"] = json.loads(attrs.get("env_kwargs", "{}"))
+        in_order = sorted(file["data"], key=lambda n: int(n.split("_")[1]))  # demo_0, demo_1, ..., as written
         if split is None:
-            names = sorted(file["data"], key=lambda n: int(n.split("_")[1]))
+            names = in_order
         elif split_seed is not None and "valid_fraction" in attrs:
             if split not in ("train", "valid"):
                 raise KeyError(f"split={split!r}; drawn splits are 'train' and 'valid'")
-            all_names = sorted(file["data"], key=lambda n: int(n.split("_")[1]))
-            names = split_names(all_names, float(attrs["valid_fraction"]), split_seed)[split]
+            names = split_names(in_order, float(attrs["valid_fraction"]), split_seed)[split]
         else:
             if f"mask/{split}" not in file:
                 raise KeyError(f"{path} has no split {split!r}; available: {list(file.get('mask', {}))}")
