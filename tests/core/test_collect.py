@@ -87,12 +87,13 @@ def test_sft_draws_its_split_with_its_own_seed_from_a_file_that_other_seeds_shar
     first, second = tmp_path / "first", tmp_path / "second"
     collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, first, 5, show_progress=False)
     collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, second, 5, seed=3, show_progress=False)
+    everything = {folder: load_demonstrations(folder)[0] for folder in (first, second)}
     for seed in (0, 3):
         reference = split_names([f"demo_{i}" for i in range(10)], 0.1, seed)
         for folder in (first, second):
             for split in ("train", "valid"):
                 drawn = load_demonstrations(folder, split, split_seed=seed)[0]
-                expected = [load_demonstrations(folder)[0][int(name.split("_")[1])] for name in reference[split]]
+                expected = [everything[folder][int(name.split("_")[1])] for name in reference[split]]
                 assert [(e.task, e.seed) for e in drawn] == [(e.task, e.seed) for e in expected]
     # Without split_seed the file's own mask, written with its collect seed.
     assert [e.seed for e in load_demonstrations(second, "valid")[0]] == [
