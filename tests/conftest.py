@@ -18,6 +18,12 @@ for key, value in {
 }.items():
     os.environ.setdefault(key, value)
 
+# The CPU kernels `vla-rl` pins (vla_rl/runtime/process_env.py), before anything imports torch: the test
+# process and the Ray workers it starts then compute with the same instructions.
+from vla_rl.runtime.process_env import portable_numerics  # noqa: E402
+
+portable_numerics()
+
 # Test-only env packages (tests/support) are importable by import path, as a user's own package would be.
 SUPPORT = str(Path(__file__).parent / "support")
 sys.path.insert(0, SUPPORT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import ray
@@ -65,7 +66,11 @@ def test_run_stopped_by_its_time_limit_resumes_to_equal_an_uninterrupted_run(ray
     stopped = [*TINY, f"run_dir={interrupted}", "trainer.iterations=2", "trainer.time_limit_minutes=0.0001"]
     assert main(["train", *stopped]) == 0
     assert "[rl] 1 iterations (of 2: time limit)" in capsys.readouterr().out
-    assert json.loads((interrupted / "summary.json").read_text())["rl_iterations"] == 1
+    summary = json.loads((interrupted / "summary.json").read_text())
+    assert summary["rl_iterations"] == 1
+    # the numerics the figures came from: the CPU kernels torch used (AVX2 where they are pinned)
+    assert summary["numerics"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert summary["numerics"]["mode"] == os.environ.get("VLA_RL_NUMERICS", "portable")
     assert (interrupted / "rl" / "checkpoints" / "latest").read_text().strip() == "iter_000001"
     assert main(["train", *TINY, f"run_dir={interrupted}", "trainer.iterations=2", "trainer.resume=true"]) == 0
     full, split = metrics_of(uninterrupted / "rl"), metrics_of(interrupted / "rl")

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 # rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
 import policies  # noqa: F401
 from vla_rl.config import ConfigError
+from vla_rl.runtime.process_env import numerics_report
 from vla_rl.stages.sft.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds
     """``run_dir/summary.json``: stage wall times, env steps, and per-task success of the SFT and final policies."""
     summary: dict[str, Any] = {"experiment": str(cfg.experiment.name), "seed": int(cfg.seed), "stage_seconds": seconds,
                                "env_steps": state.get("env_steps"), "rl_iterations": state.get("rl_iterations"),
-                               "policies": {}}  # fmt: skip
+                               "numerics": numerics_report(), "policies": {}}  # fmt: skip
     for name, document in state.get("eval", {}).items():
         summary["policies"][name] = {
             "overall": document["overall"]["success_rate"],
