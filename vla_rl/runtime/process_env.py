@@ -28,8 +28,8 @@ NUMERICS_MODES = ("portable", "native")
 
 #: What "portable" sets: each library's CPU kernels pinned to the AVX2 instruction set. Without them,
 #: torch (ATen's vectorised kernels), MKL (matrix products) and oneDNN choose the widest instructions the
-#: CPU has, and AVX-512 rounds differently from AVX2: the same command gave other SFT weights, and an RL
-#: run other successes, on an AVX-512 machine than on an AVX2 one (docs/results.md, 2026-12-05 morning).
+#: CPU has, and AVX-512 rounds differently from AVX2: the same SFT command gave other weights with AVX-512
+#: kernels than with AVX2 ones, and RL amplifies such differences (docs/results.md, 2026-12-05 morning).
 #: ``MKL_CBWR`` is MKL's conditional numerical reproducibility: one code path on every AVX2 CPU, AMD or Intel.
 PORTABLE_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
