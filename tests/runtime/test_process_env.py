@@ -8,6 +8,8 @@ import textwrap
 
 import pytest
 
+from vla_rl.runtime.process_env import has_avx2
+
 # Six threads malloc and free small blocks at once, then glibc's malloc_info lists one <heap> per arena.
 COUNT_ARENAS = textwrap.dedent("""
     import ctypes, os, sys, tempfile, threading
@@ -54,14 +56,6 @@ def test_the_arena_cap_holds_threads_to_two_arenas_which_they_otherwise_exceed()
 
 # ---------------------------------------------------------------- portable numerics
 NUMERIC_KEYS = ("VLA_RL_NUMERICS", "ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
-
-
-def has_avx2() -> bool:
-    import platform
-
-    from vla_rl.runtime.process_env import cpu_flags
-
-    return platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags()
 
 
 @pytest.fixture

@@ -53,6 +53,11 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def has_avx2() -> bool:
+    """Whether this is an x86 CPU with AVX2 and FMA, the instructions :data:`PORTABLE_NUMERICS` pins."""
+    return platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags()
+
+
 def portable_numerics() -> dict[str, str]:
     """Pin the CPU kernels to AVX2 (:data:`PORTABLE_NUMERICS`), so that a run gives the same numbers on any
     x86 machine with AVX2, unless ``VLA_RL_NUMERICS=native`` or the user set a variable already.
@@ -64,9 +69,7 @@ def portable_numerics() -> dict[str, str]:
     mode = os.environ.get(NUMERICS_VARIABLE, "portable")
     if mode not in NUMERICS_MODES:
         raise ValueError(f"{NUMERICS_VARIABLE}={mode!r}: choose one of {', '.join(NUMERICS_MODES)}")
-    if mode == "native" or platform.machine().lower() not in ("x86_64", "amd64"):
-        return {}
-    if not {"avx2", "fma"} <= cpu_flags():
+    if mode == "native" or not has_avx2():
         return {}
     chosen = {key: value for key, value in PORTABLE_NUMERICS.items() if key not in os.environ}
     os.environ.update(chosen)
