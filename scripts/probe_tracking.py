@@ -41,7 +41,9 @@ def tracking_fit(block: np.ndarray, grip: np.ndarray) -> dict[str, float]:
     """
     block, grip = np.asarray(block, dtype=float), np.asarray(grip, dtype=float)
     if block.shape != grip.shape or block.ndim != 1 or len(block) < 3:
-        raise ValueError(f"tracking_fit needs two equal (E,) arrays with E >= 3, got {block.shape} and {grip.shape}")
+        raise ValueError(
+            f"tracking_fit needs two equal (E,) arrays with E >= 3, got {block.shape} and {grip.shape}"
+        )
     centred = block - block.mean()
     spread = float(centred @ centred)
     if spread == 0.0:
@@ -101,7 +103,9 @@ def report(points: dict[str, np.ndarray], episodes: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("policy", help="a policy folder, checkpoint or run folder (as `vla-rl eval --policy`)")
+    parser.add_argument(
+        "policy", help="a policy folder, checkpoint or run folder (as `vla-rl eval --policy`)"
+    )
     parser.add_argument("--task", default="lift", help="a tabletop task that grasps its target block")
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--close-height", type=float, default=CLOSE_HEIGHT)
