@@ -18,7 +18,7 @@ from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.sft.batches import DatasetError, MissingDatasetError, collate_chunks
 from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations, write_dataset
 from vla_rl.stages.sft.statistics import load_statistics
-from vla_rl.stages.sft.training import SFTConfig, run_sft
+from vla_rl.stages.sft.training import UNDERTRAINED_DROP, SFTConfig, run_sft
 from vla_rl.workers.policy_factory import PolicySpec
 
 CAMERAS = ["front", "wrist"]
@@ -47,7 +47,7 @@ def mean_loss(policy, dataset: ChunkDataset, seed: int, batch_size: int = 16) ->
 
 
 @pytest.mark.parametrize("head", ["gaussian", "diffusion", "flow"])
-def test_sft_lowers_the_loss_and_exports_a_policy_that_acts(head, tiny_dataset, tmp_path):
+def test_sft_lowers_the_loss_and_exports_a_policy_that_acts(head, tiny_dataset, tmp_path, capsys):
     config = SFTConfig(max_steps=24, batch_size=16, learning_rate=1e-3, warmup_steps=3, valid_every=8,
                        log_every=4, show_progress=False, num_threads=1)  # fmt: skip
     result = run_sft(policy_config(head), "tabletop", ENV_KWARGS, tiny_dataset, tmp_path, config, seed=SEED)
@@ -82,6 +82,11 @@ def test_sft_lowers_the_loss_and_exports_a_policy_that_acts(head, tiny_dataset, 
     assert [r["step"] for r in train_records] == [4, 8, 12, 16, 20, 24]
     assert train_records[0]["loss"] == pytest.approx(np.mean(result.train_losses[:4]))
     assert records[-1]["split"] == "summary" and records[-1]["samples_per_s"] > 0
+    # Validations at 8, 16, 24: the first half's best is step 8's loss.
+    first_loss = result.valid_losses[0][1]
+    drop = (first_loss - best_loss) / first_loss
+    assert records[-1]["valid_loss_drop_second_half"] == pytest.approx(drop)
+    assert ("likely undertrained" in capsys.readouterr().out) == (drop > UNDERTRAINED_DROP)
 
     # The statistics saved with the policy are the dataset's; the policy acts within the env's bounds.
     for feature in ("action", "state"):

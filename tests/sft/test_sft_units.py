@@ -11,7 +11,7 @@ from vla_rl.algos.schedules import warmup_cosine_factor
 from vla_rl.cli import main
 from vla_rl.stages.sft.batches import collate_chunks, ordered_batches, shuffled_batches
 from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
-from vla_rl.stages.sft.training import SFTConfig, total_training_steps
+from vla_rl.stages.sft.training import SFTConfig, second_half_drop, total_training_steps
 from vla_rl.workers.actor_worker import OptimConfig
 
 
@@ -39,6 +39,17 @@ def test_rl_optimiser_schedule_is_the_same_warmup_cosine_over_total_minus_warmup
         p = min(1.0, (step - 2) / 10)
         assert optim.lr_factor(step) == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * p)) / 2)
     assert OptimConfig(schedule="constant", total_steps=12).lr_factor(7) == 1.0
+
+
+def test_second_half_drop_compares_the_best_loss_of_each_half():
+    # The seven-task SFT at 5000 steps: best 0.0888 by step 2500 (of 100-step validations), 0.0665 in all.
+    losses = [(500, 0.18), (1000, 0.15), (2500, 0.0888), (3000, 0.0908), (4800, 0.0665), (5000, 0.0674)]
+    assert second_half_drop(losses) == pytest.approx((0.0888 - 0.0665) / 0.0888)
+    # A loss that stopped falling before the midpoint: no drop, however the later ones wander.
+    assert second_half_drop([(100, 0.5), (200, 0.3), (300, 0.31), (400, 0.35)]) == 0.0
+    # Too few validations, or none in the first half: nothing to compare.
+    assert second_half_drop([(100, 0.5)]) is None
+    assert second_half_drop([(300, 0.5), (400, 0.4)]) is None
 
 
 def test_step_budget_is_the_smaller_of_max_steps_and_epochs():

@@ -13,7 +13,9 @@
    seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
    stops early after ``early_stopping_patience`` validations without a new best;
 5. the best-validation policy goes to ``<output>/best``, the final one to ``<output>/last``
-   (``save_pretrained`` writes through a temporary name), metrics to ``<output>/sft_metrics.jsonl``.
+   (``save_pretrained`` writes through a temporary name), metrics to ``<output>/sft_metrics.jsonl``;
+   where the best validation loss still fell by more than ``UNDERTRAINED_DROP`` over the second half of
+   training, a line says the policy is likely undertrained (:func:`second_half_drop`).
 
 ``sft_metrics.jsonl`` holds one JSON object per line: ``{"split": "train", "step", "loss", "lr",
 "grad_norm", "samples_per_s", "time"}`` (averages over the last ``log_every`` steps),
@@ -54,6 +56,8 @@ from vla_rl.stages.sft.statistics import load_statistics
 from vla_rl.workers.policy_factory import DEFAULT_POLICY_FACTORY, PolicySpec
 
 METRICS_FILE = "sft_metrics.jsonl"
+#: A best validation loss that fell more than this over the second half of training says "train longer".
+UNDERTRAINED_DROP = 0.10
 BEST_DIR, LAST_DIR = "best", "last"
 
 
@@ -87,6 +91,25 @@ def total_training_steps(config: SFTConfig, num_samples: int) -> int:
         return config.max_steps
     batches_per_epoch = max(1, num_samples // config.batch_size)  # full batches only (see shuffled_batches)
     return max(1, min(config.max_steps, math.ceil(float(config.epochs) * batches_per_epoch)))
+
+
+def second_half_drop(valid_losses: list[tuple[int, float]]) -> float | None:
+    """How much the best validation loss fell over the second half of training, as a fraction.
+
+    ``valid_losses``: ``(step, loss)`` in order. Returns ``(b - B) / b``, where ``b`` is the best loss
+    of the validations at or before half the last validation's step and ``B`` the best of all; None with
+    fewer than two validations or none in the first half. A cosine schedule flattens the last
+    validations whatever the model could still learn, so the best loss of each half is compared, not the
+    last few.
+    """
+    if len(valid_losses) < 2:
+        return None
+    midpoint = valid_losses[-1][0] / 2
+    first_half = [loss for step, loss in valid_losses if step <= midpoint]
+    if not first_half or min(first_half) <= 0:
+        return None
+    before = min(first_half)
+    return (before - min(loss for _, loss in valid_losses)) / before
 
 
 @contextlib.contextmanager
@@ -302,7 +325,13 @@ def run_sft(
             "dataset": str(demos_path),
             "dataset_env_id": str(attrs.get("env_id", "")),
         }
+        drop = second_half_drop(valid_losses)
+        summary["valid_loss_drop_second_half"] = drop
         metrics.write(split="summary", step=num_steps, **summary)
+        if drop is not None and drop > UNDERTRAINED_DROP:
+            print(f"sft: the best validation loss fell {drop:.0%} over the second half of the {num_steps} steps "
+                  f"(to {best_valid:.4f}): the policy is likely undertrained; more steps (sft.max_steps) may "
+                  "give a better one")
     return SFTResult(
         policy_dir=best_dir if best_dir is not None else last_dir,
         last_dir=last_dir,
