@@ -8,7 +8,7 @@ the first gripper close below ``--close-height``, the grip site's x-y and the ta
 reset. Per axis it fits ``grip = a + slope * block`` (least squares) and prints, as JSON:
 
 - ``slope``: 1 when the policy follows the block, 0 when it ignores it;
-- ``slope_stderr``: its standard error (with 30 episodes and 3 cm of jitter about 0.2-0.4);
+- ``slope_stderr``: its standard error (0.07-0.42 measured with 30 episodes and 3 cm of jitter);
 - ``grip_error_cm``: mean |grip - block|, also over the successful and the failed episodes.
 
     .venv/bin/python scripts/probe_tracking.py outputs/flow_noise_pixels_ppo --task lift --episodes 30
