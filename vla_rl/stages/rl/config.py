@@ -17,6 +17,7 @@ from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
 from vla_rl.config import ConfigError, read_section
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
+from vla_rl.stages.rl.task_sampling import TaskSamplingConfig
 from vla_rl.workers.actor_worker import OptimConfig
 from vla_rl.workers.ppo_update import UpdateConfig
 
@@ -97,6 +98,8 @@ class TrainerConfig:
     - ``max_env_steps``: stop (with a checkpoint) before an iteration once the run has taken this many env
       steps: an env-step budget that compares methods whose iterations take different numbers of steps
       (GRPO's episodes end early, PPO's windows do not); null: no budget.
+    - ``task_sampling``: how a multi-task run shares its envs among the tasks (:class:`TaskSamplingConfig`:
+      "uniform", each env keeps its task; "failure", envs in proportion to each task's training failure rate).
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
@@ -122,6 +125,7 @@ class TrainerConfig:
     resume: bool = False
     time_limit_minutes: float | None = None
     max_env_steps: int | None = None
+    task_sampling: TaskSamplingConfig = field(default_factory=TaskSamplingConfig)
     profile_iterations: list[int] = field(default_factory=list)
     trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     env_worker_cpus: float = 1.0

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,19 +90,33 @@ class RolloutCollector:
     def num_stages(self) -> int:
         return self.env_group.num_stages
 
+    def initial_env_tasks(self, group_size: int = 1) -> list[str]:
+        """The task of every env (global env order, stage by stage) before any ``env_tasks`` was given: the
+        task each env was built with (EnvWorkerConfig), or with GRPO groups, ``tasks[group % K]``."""
+        group = self.env_group
+        tasks, size = self.tasks, group.envs_per_stage
+        if group_size > 1:
+            return [str(tasks[(env // group_size) % len(tasks)]) for env in range(group.num_stages * group.stage_size)]
+        return [
+            str(tasks[(worker * group.num_stages * size + stage * size + j) % len(tasks)])
+            for stage in range(group.num_stages) for worker in range(group.num_workers) for j in range(size)
+        ]  # fmt: skip
+
     def _reset_stage(
-        self, stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int
-    ) -> dict:
+        self, stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int,
+        env_tasks: Sequence[str] | None,
+    ) -> dict:  # fmt: skip
         size = self.env_group.stage_size
         first = stage * size
+        stage_tasks = None if env_tasks is None else list(env_tasks[first : first + size])
         if not collection.grouped_initial_states:
             seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
-            return self.env_group.reset(stage, seeds=seeds)
+            return self.env_group.reset(stage, seeds=seeds, tasks=stage_tasks)
         if size % group_size:
             raise ValueError(f"a stage holds {size} envs, not a multiple of group_size={group_size}")
         groups = [(first + j) // group_size for j in range(size)]
         seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
-        tasks = [self.tasks[g % len(self.tasks)] for g in groups]
+        tasks = stage_tasks or [self.tasks[g % len(self.tasks)] for g in groups]
         self.env_group.reset(stage, seeds=seeds, tasks=tasks)
         states = self.env_group.get_attr(stage, "init_states")
         leaders = [states[(g * group_size) - first] for g in groups]
@@ -109,17 +124,22 @@ class RolloutCollector:
 
     def collect(
         self, num_steps: int, seed: int, iteration: int, collection: Collection = CONTINUING, group_size: int = 1,
-        attempt: int = 0, deterministic: bool = False,
+        attempt: int = 0, deterministic: bool = False, env_tasks: Sequence[str] | None = None,
     ) -> Rollout:  # fmt: skip
+        """Run ``num_steps`` chunk steps of every env (``one_episode_per_env``: until every episode has ended).
+
+        ``env_tasks``: the task of every env (global env order, stage by stage; a GRPO group's envs share it);
+        None: each env keeps the task it runs.
+        """
         stages = self.num_stages
         act = self.rollout_worker.act.remote
         # A Ray actor runs one caller's calls in order: the seed is set before the first act.
         seeded = self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy"))
         timer = self.timer
         with timer.phase("reset_envs"):
-            observation = [self._reset_stage(0, collection, seed, iteration, attempt, group_size)]
+            observation = [self._reset_stage(0, collection, seed, iteration, attempt, group_size, env_tasks)]
             pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
-            observation += [self._reset_stage(s, collection, seed, iteration, attempt, group_size)
+            observation += [self._reset_stage(s, collection, seed, iteration, attempt, group_size, env_tasks)
                             for s in range(1, stages)]  # fmt: skip
             ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
@@ -157,7 +177,8 @@ class RolloutCollector:
             return self._assemble(records, observation, episodes, collection, group_size)
 
     def collect_profiled(self, num_steps: int, seed: int, iteration: int, collection: Collection = CONTINUING,
-                         group_size: int = 1, attempt: int = 0) -> tuple[Rollout, dict]:
+                         group_size: int = 1, attempt: int = 0,
+                         env_tasks: Sequence[str] | None = None) -> tuple[Rollout, dict]:
         """:meth:`collect`, and where its time went: the driver's waits, each env worker's stepping,
         rendering and resets per stage, the rollout worker's inference per policy module (each denoising
         step is one call of the head's network). Seconds and calls per phase; ``wall_s`` for the rollout."""  # fmt: skip
@@ -165,7 +186,7 @@ class RolloutCollector:
         self.env_group.call_all("timings")
         ray.get(self.rollout_worker.timings.remote(forward_details=True))
         started = time.perf_counter()
-        rollout = self.collect(num_steps, seed, iteration, collection, group_size, attempt)
+        rollout = self.collect(num_steps, seed, iteration, collection, group_size, attempt, env_tasks=env_tasks)
         wall = time.perf_counter() - started
         workers = self.env_group.call_all("timings")
         return rollout, {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from vla_rl.algos.groups import filter_groups_by_success_rate
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
+from vla_rl.stages.rl import task_sampling
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
 from vla_rl.stages.rl.rollout import (
     Rollout,
@@ -58,6 +59,10 @@ class TrainerState:
     env_steps: int = 0
     weights_version: int = 0
     env_restarts: int = 0
+    # trainer.task_sampling=failure: each task's training success (moving average) and the last iteration's
+    # task of every env (empty otherwise)
+    task_success: dict[str, float] = field(default_factory=dict)
+    env_tasks: list[str] = field(default_factory=list)
 
 
 class Trainer:
@@ -119,6 +124,10 @@ class Trainer:
                 self.state.weights_version += 1
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1
+            if self.samples_tasks:
+                self.state.task_success = task_sampling.updated_success(
+                    self.state.task_success, rollout.episodes, self.config.task_sampling.decay
+                )
             eval_metrics = {}
             if self.config.eval_every and self.state.iteration % self.config.eval_every == 0:
                 with timer.phase("evaluate"):
@@ -177,11 +186,14 @@ class Trainer:
         profile goes to ``rollout_profile.json`` and ``rollout_profile.md`` there."""
         algo = self.algo
         steps, collection = self.config.rollout_steps, algo.collection
+        env_tasks = self.next_env_tasks()
 
         def collect(attempt: int) -> Rollout:
             if profile_folder is None or attempt:
-                return self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt)
-            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection, algo.group_size)
+                return self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt,
+                                              env_tasks=env_tasks)  # fmt: skip
+            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection, algo.group_size,
+                                                               env_tasks=env_tasks)  # fmt: skip
             profile_folder.mkdir(parents=True, exist_ok=True)
             write_json_atomic(profile_folder / "rollout_profile.json", profile)
             (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
@@ -210,6 +222,26 @@ class Trainer:
             accumulator.add(batch, rollout.success)
         episodes = [e for r in rollouts for e in r.episodes]
         return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts))
+
+    @property
+    def samples_tasks(self) -> bool:
+        """Whether this run shares its envs among its tasks by ``trainer.task_sampling`` (two tasks or more)."""
+        if self.config.task_sampling.mode == "uniform":
+            return False
+        tasks = self.collector.tasks
+        return len(tasks) > 1 and None not in tasks
+
+    def next_env_tasks(self) -> list[str] | None:
+        """The task of every env in this iteration (None: each env keeps its task); recorded in the state."""
+        if not self.samples_tasks:
+            return None
+        group_size = self.algo.group_size if self.algo.collection.grouped_initial_states else 1
+        previous = self.state.env_tasks or self.collector.initial_env_tasks(group_size)
+        self.state.env_tasks = task_sampling.next_assignment(
+            self.config.task_sampling, [str(t) for t in self.collector.tasks], self.state.task_success, previous,
+            group_size,
+        )  # fmt: skip
+        return self.state.env_tasks
 
     def compute_advantages(self, rollout: Rollout) -> tuple[TensorDict | None, dict[str, float]]:
         """Advantages and returns over ``[N, T]``; returns the flat batch of valid steps for the update
@@ -316,6 +348,11 @@ class Trainer:
             metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))
             metrics["train/episode_length"] = float(np.mean([e["length"] for e in episodes]))
         metrics["train/episodes"] = float(len(episodes))
+        if self.samples_tasks:  # the envs this iteration gave each task, and the averages the next one uses
+            for task in self.collector.tasks:
+                metrics[f"task_sampling/{task}/envs"] = float(self.state.env_tasks.count(task))
+                if task in self.state.task_success:
+                    metrics[f"task_sampling/{task}/success_average"] = self.state.task_success[task]
         metrics["train/env_steps"] = float(self.state.env_steps)
         metrics["train/env_restarts"] = float(self.collector.env_group.restarts)
         total = sum(timer.seconds.values())
