@@ -91,16 +91,11 @@ class RolloutCollector:
         return self.env_group.num_stages
 
     def initial_env_tasks(self, group_size: int = 1) -> list[str]:
-        """The task of every env (global env order, stage by stage) before any ``env_tasks`` was given: the
-        task each env was built with (EnvWorkerConfig), or with GRPO groups, ``tasks[group % K]``."""
-        group = self.env_group
-        tasks, size = self.tasks, group.envs_per_stage
-        if group_size > 1:
-            return [str(tasks[(env // group_size) % len(tasks)]) for env in range(group.num_stages * group.stage_size)]
-        return [
-            str(tasks[(worker * group.num_stages * size + stage * size + j) % len(tasks)])
-            for stage in range(group.num_stages) for worker in range(group.num_workers) for j in range(size)
-        ]  # fmt: skip
+        """A first task for every env (global env order, stage by stage), ``tasks[group % K]`` per group of
+        ``group_size`` envs: the layout the GRPO path resets to, and with one env worker the one the envs were
+        built with (with several, the first task switch moves a few more envs; nothing else depends on it)."""
+        count = self.env_group.num_stages * self.env_group.stage_size
+        return [str(self.tasks[(env // group_size) % len(self.tasks)]) for env in range(count)]
 
     def _reset_stage(
         self, stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int,
