@@ -72,6 +72,11 @@ class VLAPolicy(nn.Module):
             ``config``; the VLM-backbone policy passes a ``policies.backbones.hf_vlm.HFVLMEncoder``).
     """
 
+    #: ``policy.<key>`` sections that configure only what SFT never trains (the RL image branch, the critic):
+    #: RL from a saved policy may ask for other values of them (``trainer.init_policy`` with another
+    #: ``policy.rl_vision``); the parts they build differently start from a fresh initialisation.
+    rl_only_config_keys: tuple[str, ...] = ("rl_vision", "value")
+
     def __init__(
         self,
         config: PolicyConfig,

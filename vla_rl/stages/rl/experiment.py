@@ -137,6 +137,36 @@ def check_loaded_policy(folder: Path, loaded: dict[str, Any], requested: dict[st
                        "loaded values, which its weights were trained with", folder, listed)  # fmt: skip
 
 
+def with_requested_rl_only_sections(
+    loaded: dict[str, Any], requested: dict[str, Any], rl_only_keys: tuple[str, ...]
+) -> tuple[dict[str, Any], list[str]]:
+    """The loaded policy config with the requested values of ``rl_only_keys`` (sections SFT never trains).
+
+    Returns the config and the keys whose values changed, e.g. ``["rl_vision"]`` for an SFT policy saved with
+    pooled pixels and a run asking for keypoints.
+    """
+    config, retuned = dict(loaded), []
+    for key in rl_only_keys:
+        if key in requested and policy_config_differences(loaded.get(key, {}), requested[key]):
+            config[key], retuned = {**loaded.get(key, {}), **requested[key]}, [*retuned, key]
+    return config, retuned
+
+
+def with_fresh_rl_only_parts(spec: PolicySpec, folder: Path, retuned: list[str]) -> PolicySpec:
+    """``spec`` whose initial weights fit its (retuned) config: the loaded weights wherever name and shape
+    match, the seeded initialisation of ``spec.config`` elsewhere (the RL-only parts those sections rebuild).
+    """
+    loaded = spec.initial_weights or {}
+    fresh = dataclasses.replace(spec, initial_weights=None).build("cpu").state_dict()
+    fitting = {name: value for name, value in loaded.items() if name in fresh and fresh[name].shape == value.shape}
+    started_fresh = sorted(set(fresh) - set(fitting))
+    weights = {name: fitting.get(name, value) for name, value in fresh.items()}
+    logger.warning("trainer.init_policy=%s: policy.%s as this run asks (sections SFT never trains); %d of %d weight "
+                   "tensors start fresh: %s", folder, ", policy.".join(retuned), len(started_fresh), len(fresh),
+                   ", ".join(started_fresh))  # fmt: skip
+    return dataclasses.replace(spec, initial_weights=weights)
+
+
 def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_policy: str | None) -> PolicySpec:
     if init_policy:
         from policies.hub import load_pretrained
@@ -156,10 +186,12 @@ def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_polic
                 f"'trainer.init_policy'={str(folder)!r} holds a policy built by {factory!r}, but the config asks for "
                 f"policy.factory={cfg.policy.factory!r}; choose policy= (or policy.factory=) as when it was trained"
             )
+        config, retuned = with_requested_rl_only_sections(config, requested, getattr(policy, "rl_only_config_keys", ()))
         check_loaded_policy(folder, config, requested)
         stats = json.loads(json.dumps(policy.stats))
         logger.info("starting from %s (its config, weights and statistics)", folder)
-        return PolicySpec(config, io_spec, stats, factory, int(cfg.seed), weights)
+        spec = PolicySpec(config, io_spec, stats, factory, int(cfg.seed), weights)
+        return with_fresh_rl_only_parts(spec, folder, retuned) if retuned else spec
     config = OmegaConf.to_container(cfg.policy, resolve=True)
     factory = config.pop("factory")
     return PolicySpec(config, io_spec, statistics_from_bounds(io_spec), factory, int(cfg.seed))
