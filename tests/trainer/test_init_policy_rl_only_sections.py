@@ -68,3 +68,4 @@ def test_other_sections_keep_the_saved_values():
     assert config == {"embedding_dim": 64, "rl_vision": {"kind": "keypoints", "downsample": 4},
                       "value": {"hidden_dims": [32]}}  # fmt: skip
     assert with_requested_rl_only_sections(loaded, asked, ()) == (loaded, [])
+    assert with_requested_rl_only_sections(loaded, {"rl_vision": None}, ("rl_vision",)) == (loaded, [])

@@ -147,8 +147,8 @@ def with_requested_rl_only_sections(
     """
     config, retuned = dict(loaded), []
     for key in rl_only_keys:
-        if key in requested and policy_config_differences(loaded.get(key, {}), requested[key]):
-            config[key], retuned = {**loaded.get(key, {}), **requested[key]}, [*retuned, key]
+        if isinstance(requested.get(key), dict) and policy_config_differences(loaded.get(key) or {}, requested[key]):
+            config[key], retuned = {**(loaded.get(key) or {}), **requested[key]}, [*retuned, key]
     return config, retuned
 
 
