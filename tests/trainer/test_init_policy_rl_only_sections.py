@@ -28,7 +28,7 @@ def build_spec(tmp_path, overrides, init_policy=None):
 
 def saved_policy(tmp_path):
     saved = build_spec(tmp_path, SAVED).build("cpu")
-    with torch.no_grad():  # weights no initialisation draws, so that "loaded" cannot pass by chance
+    with torch.no_grad():  # weights that no initialisation draws: "loaded" cannot pass by chance
         for parameter in saved.parameters():
             parameter.add_(0.5)
     return saved, saved.save_pretrained(tmp_path / "sft")
