@@ -1,28 +1,37 @@
-"""Does a policy's observation embedding know where the target object is? A linear probe.
+"""Does a policy's observation embedding know where the task's target is? A linear probe.
 
-On the fixed-scene suite every reset moves the objects by up to ``scene_jitter`` (3 cm). A policy can
-only correct for that if its embedding carries the object's position. This script resets a task
-(``--task``, reach by default) on ``--episodes`` seeds (up to ``--random-steps`` - 1 random actions after
-each reset, so the gripper is not always at its start; 0: none), records the policy's embedding, the raw
-state, 16x16 subsampled camera pixels (every 4th pixel) and 16x16 average-pooled ones (what
-``policy.rl_vision.kind=pixels`` reads), and fits a ridge regression (``sklearn.linear_model.RidgeCV``)
-of the target block's x-y position on each, on three quarters of the episodes. It prints, as JSON, the
-mean held-out error in cm of each feature set next to that of predicting the mean position.
+A policy can only steer to a target that moves from episode to episode if what it reads carries the
+target's position. This script resets a task on ``--episodes`` seeds (up to ``--random-steps`` - 1
+random actions after each reset, so the gripper is not always at its start; 0: none), records the
+policy's embedding, the raw state, 16x16 subsampled camera pixels (every 4th pixel) and 16x16
+average-pooled ones (what ``policy.rl_vision.kind=pixels`` reads), and fits a ridge regression
+(``sklearn.linear_model.RidgeCV``) of the target's position on each, on three quarters of the
+episodes. It prints, as JSON, the mean held-out error in cm of each feature set next to that of
+predicting the mean position, as a distance and per axis.
+
+The target (privileged state, read from the env after each reset) comes from a reader
+``reader(env, reset_info) -> position (D,)``: built in for ``--env tabletop`` (the target block's
+x-y on the fixed-scene suite, jittered by up to 3 cm) and ``--env metaworld`` (the task's goal,
+MetaWorld's ``_target_pos``, x-y-z); ``--target package.module:function`` for any other env.
 
     .venv/bin/python scripts/probe_embedding.py outputs/flow_residual_ppo/sft/best --episodes 400
+    .venv/bin/python scripts/probe_embedding.py outputs/mt10/sft/best --env metaworld --task reach-v3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from sklearn.linear_model import RidgeCV
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
-from envs.registry import make
+from envs.registry import import_object, make
 from policies.encoders.pixels import pooled_pixels
 from policies.hub import load_pretrained
 
@@ -33,63 +42,150 @@ PIXEL_STRIDE = 4  # 64x64 images -> 16x16
 def observation_batch(obs: dict) -> dict:
     """One env observation as the policy's batch of one."""
     return {
-        "images": {camera: torch.from_numpy(np.asarray(image))[None] for camera, image in obs["images"].items()},
+        "images": {
+            camera: torch.from_numpy(np.asarray(image))[None] for camera, image in obs["images"].items()
+        },
         "state": torch.as_tensor(np.asarray(obs["state"]), dtype=torch.float32)[None],
         "instruction": [obs["instruction"]],
     }
 
 
+def tabletop_target(env, reset_info: dict) -> np.ndarray:
+    """The built-in suite's target block, x-y (m)."""
+    return env.unwrapped.scene.block_position(reset_info["init_state"]["target"]["block"])[:2]
+
+
+def metaworld_goal(env, reset_info: dict) -> np.ndarray:
+    """A MetaWorld task's goal, x-y-z (m): what its success is measured against."""
+    return np.asarray(env.unwrapped.metaworld_env._target_pos, dtype=float)
+
+
+#: env name -> (target reader, env options the probe builds it with by default)
+BUILTIN_TARGETS = {
+    "tabletop": (tabletop_target, {"fixed_scenes": True, "scene_jitter": 0.03}),
+    "metaworld": (metaworld_goal, {}),
+}
+
+
 def collect(
-    policy_dir: str, episodes: int, scene_jitter: float, task: str = "reach", random_steps: int = RANDOM_STEPS
+    policy_dir: str,
+    episodes: int,
+    env_id: str,
+    target: Callable[[Any, dict], np.ndarray],
+    env_kwargs: dict[str, Any],
+    random_steps: int = RANDOM_STEPS,
 ) -> dict[str, np.ndarray]:
     policy = load_pretrained(policy_dir)
     policy.eval()
-    env = make(f"tabletop/{task}", fixed_scenes=True, scene_jitter=scene_jitter)
-    rows: dict[str, list[np.ndarray]] = {"embedding": [], "state": [], "pixels": [], "pooled_pixels": [], "target_xy": []}
+    env = make(env_id, **env_kwargs)
+    rows: dict[str, list[np.ndarray]] = {
+        "embedding": [],
+        "state": [],
+        "pixels": [],
+        "pooled_pixels": [],
+        "target": [],
+    }
     for seed in range(episodes):
         obs, info = env.reset(seed=seed)
-        target_block = info["init_state"]["target"]["block"]
+        rows["target"].append(target(env, info))
         rng = np.random.default_rng(seed)
         for _ in range(rng.integers(0, random_steps) if random_steps else 0):
             obs, *_ = env.step(rng.uniform(env.action_space.low, env.action_space.high))
         batch = observation_batch(obs)
         with torch.no_grad():
             rows["embedding"].append(policy.embed(batch)[0].numpy())
-        rows["pooled_pixels"].append(pooled_pixels(batch["images"], sorted(batch["images"]), PIXEL_STRIDE)[0].numpy())
+        rows["pooled_pixels"].append(
+            pooled_pixels(batch["images"], sorted(batch["images"]), PIXEL_STRIDE)[0].numpy()
+        )
         rows["state"].append(np.asarray(obs["state"], dtype=np.float32))
         rows["pixels"].append(
             np.concatenate([np.asarray(image, np.float32)[::PIXEL_STRIDE, ::PIXEL_STRIDE].ravel() / 255.0
                             for _, image in sorted(obs["images"].items())])
         )  # fmt: skip
-        rows["target_xy"].append(env.unwrapped.scene.block_position(target_block)[:2])
     env.close()
     return {name: np.asarray(values) for name, values in rows.items()}
 
 
-def probe(features: np.ndarray, targets: np.ndarray) -> float:
-    """Mean held-out error (cm) of a ridge regression fitted on the first three quarters."""
+def held_out_errors(features: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``(E / 4, D)`` held-out errors (m) of a ridge regression fitted on the first three quarters."""
     split = len(features) * 3 // 4
     model = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(features[:split], targets[:split])
-    return float(np.linalg.norm(model.predict(features[split:]) - targets[split:], axis=1).mean() * 100)
+    return model.predict(features[split:]) - targets[split:]
+
+
+def probe(features: np.ndarray, targets: np.ndarray) -> float:
+    """Mean held-out distance (cm) of a ridge regression fitted on the first three quarters."""
+    return float(np.linalg.norm(held_out_errors(features, targets), axis=1).mean() * 100)
+
+
+def probe_per_axis(features: np.ndarray, targets: np.ndarray) -> list[float]:
+    """Mean held-out absolute error (cm) per axis of the target, ``(D,)``."""
+    return [round(float(v), 3) for v in np.abs(held_out_errors(features, targets)).mean(0) * 100]
+
+
+def env_options(pairs: list[str]) -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` as env options, each value read as YAML (``0.05``, ``true``, ``[a, b]``)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--env-option {pair!r}: write it as KEY=VALUE, e.g. scene_jitter=0.05")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
+def target_and_env(env: str, target: str | None) -> tuple[Callable, dict[str, Any]]:
+    """The target reader and default env options of ``--env`` / ``--target``."""
+    if target is not None:
+        return import_object(target), {}
+    if env not in BUILTIN_TARGETS:
+        raise SystemExit(
+            f"--env {env!r} has no built-in target (built in: {', '.join(BUILTIN_TARGETS)}); "
+            "give one with --target package.module:function (env, reset_info) -> position"
+        )
+    reader, options = BUILTIN_TARGETS[env]
+    return reader, dict(options)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("policy", help="a save_pretrained folder (e.g. outputs/flow_residual_ppo/sft/best)")
     parser.add_argument("--episodes", type=int, default=400)
-    parser.add_argument("--scene-jitter", type=float, default=0.03)
-    parser.add_argument("--task", default="reach", help="a tabletop task whose target names a block (reach, lift, push)")
-    parser.add_argument("--random-steps", type=int, default=RANDOM_STEPS, help="random actions after reset: below this")
+    parser.add_argument("--env", default="tabletop", help="a registered env name (tabletop, metaworld, ...)")
+    parser.add_argument(
+        "--task", default="reach", help="the env's task (tabletop: one whose target names a block)"
+    )
+    parser.add_argument("--target", help="package.module:function (env, reset_info) -> the target's position")
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an env option over the probe's defaults (tabletop: fixed_scenes=true scene_jitter=0.03)",
+    )
+    parser.add_argument(
+        "--random-steps", type=int, default=RANDOM_STEPS, help="random actions after reset: below this"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    data = collect(args.policy, args.episodes, args.scene_jitter, args.task, args.random_steps)
-    targets = data.pop("target_xy")
+    target, env_kwargs = target_and_env(args.env, args.target)
+    env_kwargs.update(env_options(args.env_option))
+    data = collect(
+        args.policy, args.episodes, f"{args.env}/{args.task}", target, env_kwargs, args.random_steps
+    )
+    targets = data.pop("target")
     split = len(targets) * 3 // 4
     report = {"episodes": len(targets), "mean_position_cm": float(
         np.linalg.norm(targets[split:] - targets[:split].mean(0), axis=1).mean() * 100
     )}  # fmt: skip
     report.update({f"{name}_cm": probe(features, targets) for name, features in data.items()})
     report["embedding+state_cm"] = probe(np.concatenate([data["embedding"], data["state"]], axis=1), targets)
+    report["mean_position_per_axis_cm"] = [
+        round(float(v), 3) for v in np.abs(targets[split:] - targets[:split].mean(0)).mean(0) * 100
+    ]
+    report.update(
+        {f"{name}_per_axis_cm": probe_per_axis(features, targets) for name, features in data.items()}
+    )
     print(json.dumps(report, indent=2))
 
 

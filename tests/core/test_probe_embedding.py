@@ -1,8 +1,14 @@
-"""scripts/probe_embedding.py: the ridge probe finds a linear code and reports no better than the mean without one."""
+"""scripts/probe_embedding.py: the ridge probe finds a linear code and reports no better than the mean without one;
+its env options and target readers."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
+import pytest
+
+from envs.registry import make
 
 
 def test_probe_recovers_a_linear_code_and_matches_the_mean_on_unrelated_features(load_script) -> None:
@@ -16,3 +22,48 @@ def test_probe_recovers_a_linear_code_and_matches_the_mean_on_unrelated_features
     split = 300
     mean_error = np.linalg.norm(targets[split:] - targets[:split].mean(0), axis=1).mean() * 100
     assert abs(probe(unrelated, targets) - mean_error) < 0.1 * mean_error
+
+
+def test_env_options_read_values_as_yaml_and_name_a_malformed_pair(load_script) -> None:
+    env_options = load_script("probe_embedding").env_options
+    assert env_options(["scene_jitter=0.05", "fixed_scenes=false", "cameras=[corner, gripperPOV]"]) == {
+        "scene_jitter": 0.05,
+        "fixed_scenes": False,
+        "cameras": ["corner", "gripperPOV"],
+    }
+    with pytest.raises(SystemExit, match="'scene_jitter'.*KEY=VALUE"):
+        env_options(["scene_jitter"])
+
+
+def test_an_env_without_a_built_in_target_asks_for_one(load_script) -> None:
+    target_and_env = load_script("probe_embedding").target_and_env
+    with pytest.raises(SystemExit, match="'robosuite'.*--target package.module:function"):
+        target_and_env("robosuite", None)
+    reader, options = target_and_env("robosuite", "numpy:zeros")
+    assert reader is np.zeros and options == {}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("metaworld") is None, reason="metaworld is not installed")
+def test_metaworld_goal_is_where_the_rendered_goal_site_is(load_script) -> None:
+    module = load_script("probe_embedding")
+    reader, options = module.target_and_env("metaworld", None)
+    env = make("metaworld/reach-v3", **options)
+    try:
+        for seed in (0, 1):
+            _, info = env.reset(seed=seed)
+            site = env.unwrapped.model.site("goal").id
+            np.testing.assert_allclose(reader(env, info), env.unwrapped.data.site_xpos[site], atol=1e-9)
+        assert not np.allclose(reader(env, env.reset(seed=0)[1]), reader(env, env.reset(seed=1)[1]))
+    finally:
+        env.close()
+
+
+def test_per_axis_errors_tell_a_readable_axis_from_an_unreadable_one(load_script) -> None:
+    probe_per_axis = load_script("probe_embedding").probe_per_axis
+    rng = np.random.default_rng(1)
+    targets = rng.uniform(-0.05, 0.05, size=(400, 2))
+    features = np.concatenate([targets[:, :1] * 10, rng.normal(size=(400, 8))], axis=1)  # only x is coded
+    x_error, y_error = probe_per_axis(features, targets)
+    assert x_error < 0.05  # cm, against 2.5 for an axis the features do not carry
+    uniform_mean_abs_error = 0.05 / 2 * 100  # |U(-a, a)| averages a / 2
+    assert abs(y_error - uniform_mean_abs_error) < 0.15 * uniform_mean_abs_error
