@@ -33,3 +33,17 @@ def test_every_metric_reaches_metrics_jsonl_next_to_the_console(tmp_path):
     tracker.log_scalars({"train/success_rate": 0.5, "train/policy_loss": -0.01}, step=1)
     tracker.close()
     assert '"train/policy_loss": -0.01' in (tmp_path / "metrics.jsonl").read_text()
+
+
+def test_a_bar_given_a_smaller_total_keeps_its_progress_and_shortens_its_eta() -> None:
+    console = ConsoleTracker(console=Console(file=io.StringIO(), force_terminal=False, width=200))
+    bar = console.progress("rl", 100_000)
+    for _ in range(3):
+        bar.advance()
+        time.sleep(0.02)
+    before = console.progress_bars.tasks[0].time_remaining
+    bar.set_total(6)
+    task = console.progress_bars.tasks[0]
+    assert task.completed == 3 and task.total == 6
+    assert task.time_remaining <= 1 < before / 100  # seconds, rounded up: 3 iterations left instead of 99,997
+    console.close()

@@ -53,6 +53,15 @@ class ProgressBar:
     def reset(self, total: float | None = None) -> None:
         self._progress.reset(self._task_id, total=total)
 
+    def set_total(self, total: float) -> None:
+        """Change the bar's total, keeping what it has done and its speed (its ETA then counts to the new total).
+
+        Not through ``Progress.update(total=...)``: that forgets the task's speed samples, so there would be no
+        ETA until the next two advances.
+        """
+        with self._progress._lock:
+            self._progress._tasks[self._task_id].total = total
+
 
 class ConsoleTracker:
     def __init__(self, run_dir: str | Path | None = None, config_dict: dict[str, Any] | None = None,

@@ -51,6 +51,23 @@ def _first_line(error: BaseException) -> str:
     return (keyed[-1] if keyed else lines[-1] if lines else type(error).__name__)[:500]
 
 
+def iterations_left(
+    config: TrainerConfig, iteration: int, env_steps: int, done: int, done_env_steps: int, elapsed_s: float
+) -> int:
+    """How many more iterations ``fit`` will run: the first of ``trainer.iterations``, ``max_env_steps`` and
+    ``time_limit_minutes`` to stop it, the last two judged by the mean of the ``done`` iterations this ``fit`` has
+    run (``done_env_steps`` env steps in ``elapsed_s`` seconds). For the progress bar's ETA only.
+    """
+    left = max(config.iterations - iteration, 0)
+    if done == 0:
+        return left
+    if config.max_env_steps is not None and done_env_steps > 0:
+        left = min(left, int(np.ceil(max(config.max_env_steps - env_steps, 0) * done / done_env_steps)))
+    if config.time_limit_minutes is not None and elapsed_s > 0:
+        left = min(left, int(max(60 * config.time_limit_minutes - elapsed_s, 0) * done / elapsed_s))
+    return left
+
+
 @dataclass
 class TrainerState:
     """What a checkpoint needs besides weights and optimizer: where the run stands."""
@@ -88,6 +105,7 @@ class Trainer:
         if self.config.resume:
             self.resume()
         started, last_iteration_s = time.monotonic(), None
+        first_iteration, first_env_steps = self.state.iteration, self.state.env_steps
         console = self.tracker.find(ConsoleTracker) if self.tracker is not None else None
         bar = console.progress("rl", self.config.iterations - self.state.iteration) if console else None
         while self.state.iteration < self.config.iterations:
@@ -140,6 +158,10 @@ class Trainer:
             if profiling:
                 self._stop_profiling(iteration, timer)
             if bar is not None:
+                done = self.state.iteration - first_iteration
+                left = iterations_left(self.config, self.state.iteration, self.state.env_steps, done,
+                                       self.state.env_steps - first_env_steps, time.monotonic() - started)  # fmt: skip
+                bar.set_total(done + left)
                 bar.advance()
             self.log(iteration, rollout, {**advantage_metrics, **update_metrics}, eval_metrics, timer)
             last_iteration_s = time.monotonic() - iteration_started
