@@ -3,8 +3,9 @@
 A policy can only steer to a target that moves from episode to episode if what it reads carries the
 target's position. This script resets a task on ``--episodes`` seeds (up to ``--random-steps`` - 1
 random actions after each reset, so the gripper is not always at its start; 0: none), records the
-policy's embedding, the raw state, 16x16 subsampled camera pixels (every 4th pixel) and 16x16
-average-pooled ones (what ``policy.rl_vision.kind=pixels`` reads), and fits a ridge regression
+policy's embedding, the raw state, subsampled camera pixels (every ``--stride``-th: 16x16 of a 64 px
+image at the default 4) and average-pooled ones (``--stride`` x ``--stride`` blocks: what
+``policy.rl_vision.kind=pixels`` reads with ``policy.rl_vision.downsample`` the same), and fits a ridge regression
 (``sklearn.linear_model.RidgeCV``) of the target's position on each, on three quarters of the
 episodes. It prints, as JSON, the mean held-out error in cm of each feature set next to that of
 predicting the mean position, as a distance and per axis.
@@ -36,7 +37,7 @@ from policies.encoders.pixels import pooled_pixels
 from policies.hub import load_pretrained
 
 RANDOM_STEPS = 6  # at most this many random actions after each reset
-PIXEL_STRIDE = 4  # 64x64 images -> 16x16
+PIXEL_STRIDE = 4  # 64x64 images -> 16x16 (policy.rl_vision.downsample's default)
 
 
 def observation_batch(obs: dict) -> dict:
@@ -74,6 +75,7 @@ def collect(
     target: Callable[[Any, dict], np.ndarray],
     env_kwargs: dict[str, Any],
     random_steps: int = RANDOM_STEPS,
+    stride: int = PIXEL_STRIDE,
 ) -> dict[str, np.ndarray]:
     policy = load_pretrained(policy_dir)
     policy.eval()
@@ -95,11 +97,11 @@ def collect(
         with torch.no_grad():
             rows["embedding"].append(policy.embed(batch)[0].numpy())
         rows["pooled_pixels"].append(
-            pooled_pixels(batch["images"], sorted(batch["images"]), PIXEL_STRIDE)[0].numpy()
+            pooled_pixels(batch["images"], sorted(batch["images"]), stride)[0].numpy()
         )
         rows["state"].append(np.asarray(obs["state"], dtype=np.float32))
         rows["pixels"].append(
-            np.concatenate([np.asarray(image, np.float32)[::PIXEL_STRIDE, ::PIXEL_STRIDE].ravel() / 255.0
+            np.concatenate([np.asarray(image, np.float32)[::stride, ::stride].ravel() / 255.0
                             for _, image in sorted(obs["images"].items())])
         )  # fmt: skip
     env.close()
@@ -166,12 +168,21 @@ def main() -> None:
     parser.add_argument(
         "--random-steps", type=int, default=RANDOM_STEPS, help="random actions after reset: below this"
     )
+    parser.add_argument(
+        "--stride", type=int, default=PIXEL_STRIDE, help="pixel subsampling and pooling factor"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     target, env_kwargs = target_and_env(args.env, args.target)
     env_kwargs.update(env_options(args.env_option))
     data = collect(
-        args.policy, args.episodes, f"{args.env}/{args.task}", target, env_kwargs, args.random_steps
+        args.policy,
+        args.episodes,
+        f"{args.env}/{args.task}",
+        target,
+        env_kwargs,
+        args.random_steps,
+        args.stride,
     )
     targets = data.pop("target")
     split = len(targets) * 3 // 4
