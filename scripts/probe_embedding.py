@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--env", default="tabletop", help="a registered env name (tabletop, metaworld, ...)")
     parser.add_argument(
-        "--task", default="reach", help="the env's task (tabletop: one whose target names a block)"
+        "--task", help="the env's task (default: its first; tabletop: one whose target names a block)"
     )
     parser.add_argument("--target", help="package.module:function (env, reset_info) -> the target's position")
     parser.add_argument(
@@ -178,7 +178,7 @@ def main() -> None:
     data = collect(
         args.policy,
         args.episodes,
-        f"{args.env}/{args.task}",
+        args.env if args.task is None else f"{args.env}/{args.task}",
         target,
         env_kwargs,
         args.random_steps,
