@@ -8,7 +8,8 @@ image at the default 4) and average-pooled ones (``--stride`` x ``--stride`` blo
 ``policy.rl_vision.kind=pixels`` reads with ``policy.rl_vision.downsample`` the same), and fits a ridge regression
 (``sklearn.linear_model.RidgeCV``) of the target's position on each, on three quarters of the
 episodes. It prints, as JSON, the mean held-out error in cm of each feature set next to that of
-predicting the mean position, as a distance and per axis.
+predicting the mean position, as a distance and per axis. ``--cnn-epochs N`` also trains a small CNN on
+the full camera images (a nonlinear readout: what a learned image branch could read).
 
 The target (privileged state, read from the env after each reset) comes from a reader
 ``reader(env, reset_info) -> position (D,)``: built in for ``--env tabletop`` (the target block's
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 import yaml
 from sklearn.linear_model import RidgeCV
+from torch import nn
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import import_object, make
@@ -86,6 +88,7 @@ def collect(
         "pixels": [],
         "pooled_pixels": [],
         "target": [],
+        "images": [],
     }
     for seed in range(episodes):
         obs, info = env.reset(seed=seed)
@@ -100,6 +103,7 @@ def collect(
             pooled_pixels(batch["images"], sorted(batch["images"]), stride)[0].numpy()
         )
         rows["state"].append(np.asarray(obs["state"], dtype=np.float32))
+        rows["images"].append(np.concatenate([image for _, image in sorted(obs["images"].items())], axis=-1))
         rows["pixels"].append(
             np.concatenate([np.asarray(image, np.float32)[::stride, ::stride].ravel() / 255.0
                             for _, image in sorted(obs["images"].items())])
@@ -123,6 +127,35 @@ def probe(features: np.ndarray, targets: np.ndarray) -> float:
 def probe_per_axis(features: np.ndarray, targets: np.ndarray) -> list[float]:
     """Mean held-out absolute error (cm) per axis of the target, ``(D,)``."""
     return [round(float(v), 3) for v in np.abs(held_out_errors(features, targets)).mean(0) * 100]
+
+
+def cnn_held_out_errors(images: np.ndarray, targets: np.ndarray, epochs: int, seed: int = 0) -> np.ndarray:
+    """``(E / 4, D)`` held-out errors (m) of a small CNN trained on the first three quarters of ``images``.
+
+    ``images``: uint8 ``(E, H, W, C)`` (the cameras' RGB stacked on channels). What a learned image branch
+    could read of the target, where the ridge probes say what a linear readout of fixed features reads.
+    """
+    torch.manual_seed(seed)
+    split = len(images) * 3 // 4
+    inputs = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1.0
+    mean, std = targets[:split].mean(0), targets[:split].std(0) + 1e-8
+    labels = torch.from_numpy((targets - mean) / std).float()
+    net = nn.Sequential(
+        nn.Conv2d(inputs.shape[1], 32, 5, 2, 2), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, 2, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(8), nn.Flatten(),
+        nn.Linear(64 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, labels.shape[1]),
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    order = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        for batch in torch.randperm(split, generator=order).split(64):
+            loss = nn.functional.mse_loss(net(inputs[batch]), labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        predicted = net(inputs[split:]).numpy() * std + mean
+    return predicted - targets[split:]
 
 
 def env_options(pairs: list[str]) -> dict[str, Any]:
@@ -171,6 +204,12 @@ def main() -> None:
     parser.add_argument(
         "--stride", type=int, default=PIXEL_STRIDE, help="pixel subsampling and pooling factor"
     )
+    parser.add_argument(
+        "--cnn-epochs",
+        type=int,
+        default=0,
+        help="also train a small CNN on the full images for this many epochs",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     target, env_kwargs = target_and_env(args.env, args.target)
@@ -185,6 +224,7 @@ def main() -> None:
         args.stride,
     )
     targets = data.pop("target")
+    images = data.pop("images")
     split = len(targets) * 3 // 4
     report = {"episodes": len(targets), "mean_position_cm": float(
         np.linalg.norm(targets[split:] - targets[:split].mean(0), axis=1).mean() * 100
@@ -197,6 +237,10 @@ def main() -> None:
     report.update(
         {f"{name}_per_axis_cm": probe_per_axis(features, targets) for name, features in data.items()}
     )
+    if args.cnn_epochs:
+        errors = cnn_held_out_errors(images, targets, args.cnn_epochs)
+        report["cnn_cm"] = float(np.linalg.norm(errors, axis=1).mean() * 100)
+        report["cnn_per_axis_cm"] = [round(float(v), 3) for v in np.abs(errors).mean(0) * 100]
     print(json.dumps(report, indent=2))
 
 

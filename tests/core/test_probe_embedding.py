@@ -7,6 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+import torch
 
 from envs.registry import make
 
@@ -67,3 +68,21 @@ def test_per_axis_errors_tell_a_readable_axis_from_an_unreadable_one(load_script
     assert x_error < 0.05  # cm, against 2.5 for an axis the features do not carry
     uniform_mean_abs_error = 0.05 / 2 * 100  # |U(-a, a)| averages a / 2
     assert abs(y_error - uniform_mean_abs_error) < 0.15 * uniform_mean_abs_error
+
+
+def test_the_cnn_probe_reads_where_a_dot_is_drawn(load_script) -> None:
+    cnn_held_out_errors = load_script("probe_embedding").cnn_held_out_errors
+    rng = np.random.default_rng(2)
+    targets = rng.uniform(0.0, 0.1, size=(200, 2))  # metres; drawn at 1.5 px per cm on a 24 px image
+    images = np.zeros((200, 24, 24, 3), dtype=np.uint8)
+    for image, (x, y) in zip(images, (targets * 150 + 4).astype(int), strict=True):
+        image[y : y + 3, x : x + 3] = 255
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the script runs it: a small CNN is fastest on one thread
+    try:
+        errors = cnn_held_out_errors(images, targets, epochs=20)
+    finally:
+        torch.set_num_threads(threads)
+    mean_error = np.linalg.norm(targets[150:] - targets[:150].mean(0), axis=1).mean()
+    assert errors.shape == (50, 2)
+    assert np.linalg.norm(errors, axis=1).mean() < 0.25 * mean_error
