@@ -119,14 +119,10 @@ def held_out_errors(features: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return model.predict(features[split:]) - targets[split:]
 
 
-def probe(features: np.ndarray, targets: np.ndarray) -> float:
-    """Mean held-out distance (cm) of a ridge regression fitted on the first three quarters."""
-    return float(np.linalg.norm(held_out_errors(features, targets), axis=1).mean() * 100)
-
-
-def probe_per_axis(features: np.ndarray, targets: np.ndarray) -> list[float]:
-    """Mean held-out absolute error (cm) per axis of the target, ``(D,)``."""
-    return [round(float(v), 3) for v in np.abs(held_out_errors(features, targets)).mean(0) * 100]
+def error_cm(errors: np.ndarray) -> tuple[float, list[float]]:
+    """``errors`` ``(N, D)`` in metres as the mean distance (cm) and the mean absolute error per axis (cm, ``(D,)``)."""
+    per_axis = [round(float(v), 3) for v in np.abs(errors).mean(0) * 100]
+    return float(np.linalg.norm(errors, axis=1).mean() * 100), per_axis
 
 
 def cnn_held_out_errors(images: np.ndarray, targets: np.ndarray, epochs: int, seed: int = 0) -> np.ndarray:
@@ -226,21 +222,16 @@ def main() -> None:
     targets = data.pop("target")
     images = data.pop("images")
     split = len(targets) * 3 // 4
-    report = {"episodes": len(targets), "mean_position_cm": float(
-        np.linalg.norm(targets[split:] - targets[:split].mean(0), axis=1).mean() * 100
-    )}  # fmt: skip
-    report.update({f"{name}_cm": probe(features, targets) for name, features in data.items()})
-    report["embedding+state_cm"] = probe(np.concatenate([data["embedding"], data["state"]], axis=1), targets)
-    report["mean_position_per_axis_cm"] = [
-        round(float(v), 3) for v in np.abs(targets[split:] - targets[:split].mean(0)).mean(0) * 100
-    ]
-    report.update(
-        {f"{name}_per_axis_cm": probe_per_axis(features, targets) for name, features in data.items()}
+    errors = {"mean_position": targets[split:] - targets[:split].mean(0)}
+    errors.update({name: held_out_errors(features, targets) for name, features in data.items()})
+    errors["embedding+state"] = held_out_errors(
+        np.concatenate([data["embedding"], data["state"]], axis=1), targets
     )
     if args.cnn_epochs:
-        errors = cnn_held_out_errors(images, targets, args.cnn_epochs)
-        report["cnn_cm"] = float(np.linalg.norm(errors, axis=1).mean() * 100)
-        report["cnn_per_axis_cm"] = [round(float(v), 3) for v in np.abs(errors).mean(0) * 100]
+        errors["cnn"] = cnn_held_out_errors(images, targets, args.cnn_epochs)
+    report: dict[str, Any] = {"episodes": len(targets)}
+    for name, error in errors.items():
+        report[f"{name}_cm"], report[f"{name}_per_axis_cm"] = error_cm(error)
     print(json.dumps(report, indent=2))
 
 

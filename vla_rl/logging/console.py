@@ -59,8 +59,8 @@ class ProgressBar:
         Not through ``Progress.update(total=...)``: that forgets the task's speed samples, so there would be no
         ETA until the next two advances.
         """
-        with self._progress._lock:
-            self._progress._tasks[self._task_id].total = total
+        task = next(task for task in self._progress.tasks if task.id == self._task_id)
+        task.total = total
 
 
 class ConsoleTracker:
