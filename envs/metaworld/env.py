@@ -30,7 +30,10 @@ effort -1 open, +1 close.
 
 State ``obs["state"]`` (float32, 4): ``[hand_x, hand_y, hand_z, gripper_opening]``, the hand position
 (m, world frame) and the normalised distance between the fingers (0 closed, 1 open), MetaWorld's own
-first four observation entries (its object and goal entries are privileged: experts only).
+first four observation entries (its object and goal entries are privileged: experts only). With
+``observe_goal=True`` the state is 7 values: these four and the goal's position (m, world frame),
+MetaWorld's last three entries, as in the observation of its MT benchmarks (goal observable); the
+images are then no longer the only place the policy learns where the goal is.
 
 Reward: sparse 1.0 on the step the task succeeds; with ``dense_reward=True`` plus a potential-based
 shaping term, as the built-in suite's: ``DENSE_REWARD_SCALE * (progress_t - progress_{t-1})`` with
@@ -125,6 +128,7 @@ class MetaWorldEnv(RobotEnv):
         render_mode: str | None = None,
         skip_unseen: bool = True,
         plane_grid: float | None = DEFAULT_PLANE_GRID,
+        observe_goal: bool = False,
     ) -> None:
         super().__init__()
         if render_mode not in (None, "rgb_array"):
@@ -137,6 +141,8 @@ class MetaWorldEnv(RobotEnv):
         self.mesh_cell = mesh_cell
         self.skip_unseen = bool(skip_unseen)
         self.plane_grid = plane_grid
+        self.observe_goal = bool(observe_goal)
+        self._state_dim = 7 if self.observe_goal else 4
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
         self._max_steps_override = max_episode_steps
@@ -182,14 +188,14 @@ class MetaWorldEnv(RobotEnv):
             np.array([-scale] * 3 + [-1.0], dtype=np.float32), np.array([scale] * 3 + [1.0], dtype=np.float32)
         )
         self._native_scale = np.array([1.0 / scale] * 3 + [1.0])
-        self.observation_space = make_observation_space(self._cameras, self.image_shape, 4)
+        self.observation_space = make_observation_space(self._cameras, self.image_shape, self._state_dim)
         self.env_spec = EnvSpec(
             name="metaworld",
             task=task,
             tasks=METAWORLD_TASKS,
             camera_names=self._cameras,
             image_size=self.image_shape,
-            state_dim=4,
+            state_dim=self._state_dim,
             action_low=tuple(float(v) for v in self.action_space.low),
             action_high=tuple(float(v) for v in self.action_space.high),
             action_names=("dx", "dy", "dz", "gripper"),
@@ -311,7 +317,9 @@ class MetaWorldEnv(RobotEnv):
         return np.ascontiguousarray(image[::-1, ::-1]) if camera in self._upside_down else image
 
     def _observation(self, images: bool) -> dict[str, Any]:
-        state = np.asarray(self._last_obs[:4], dtype=np.float32)
+        hand = self._last_obs[:4]
+        state = np.concatenate([hand, self._last_obs[-3:]]) if self.observe_goal else hand
+        state = np.asarray(state, dtype=np.float32)
         rendered = {name: self._render(name) for name in self._cameras} if images else {}
         return {"images": rendered, "state": state, "instruction": self._instruction}
 
@@ -352,6 +360,7 @@ def make_metaworld_env(
     render_mode: str | None = None,
     skip_unseen: bool = True,
     plane_grid: float | None = DEFAULT_PLANE_GRID,
+    observe_goal: bool = False,
 ) -> MetaWorldEnv:
     """Build a MetaWorld task env (the factory registered as ``metaworld`` in :mod:`envs.registry`).
 
@@ -369,6 +378,7 @@ def make_metaworld_env(
         render_mode=render_mode,
         skip_unseen=skip_unseen,
         plane_grid=plane_grid,
+        observe_goal=observe_goal,
     )
 
 

@@ -125,6 +125,32 @@ def test_actions_move_the_hand_target_by_metres_and_success_is_metaworlds_reach_
 
 
 @needs_metaworld
+@pytest.mark.parametrize("task", ["reach-v3", "push-v3"])
+def test_observe_goal_appends_the_goal_metaworld_scores_against(task):
+    env = make(f"metaworld/{task}", image_size=16, cameras=("corner",), observe_goal=True)
+    plain = make(f"metaworld/{task}", image_size=16, cameras=("corner",))
+    try:
+        assert env.env_spec.state_dim == 7 and env.observation_space["state"].shape == (7,)
+        assert plain.env_spec.state_dim == 4
+        goals = []
+        for seed in (0, 1):
+            observation, _ = env.reset(seed=seed)
+            plain_observation, _ = plain.reset(seed=seed)
+            for _ in range(3):
+                np.testing.assert_array_equal(observation["state"][:4], plain_observation["state"])
+                np.testing.assert_allclose(observation["state"][4:], env.metaworld_env._target_pos, atol=1e-6)
+                action = np.array([0.01, -0.01, 0.005, 1.0])
+                observation = env.step(action)[0]
+                plain_observation = plain.step(action)[0]
+            goals.append(observation["state"][4:])
+        assert not np.allclose(goals[0], goals[1])  # the goal moves with the placement, the state follows it
+    finally:
+        env.close()
+        plain.close()
+    run_checks(lambda: make(f"metaworld/{task}", image_size=16, cameras=("corner",), observe_goal=True))
+
+
+@needs_metaworld
 def test_dense_reward_is_success_plus_the_change_of_metaworlds_shaped_reward():
     """reward_t = success_t + 0.5 (shaped_t - shaped_{t-1}) / 10, shaped recomputed by MetaWorld's own
     compute_reward; the first step's shaping is 0, so an episode's rewards sum to its success plus the
