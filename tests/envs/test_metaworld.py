@@ -44,6 +44,21 @@ def test_mt10_config_lists_the_mt10_tasks_and_mt50_all():
     assert OmegaConf.load(config_dir() / "env" / "metaworld_mt50.yaml").tasks == "all"
 
 
+def test_observe_goal_is_off_and_unlisted_so_earlier_data_folders_keep_their_settings(tmp_path):
+    """A data folder records its env kwargs; listing ``observe_goal: false`` in the env file would make every
+    folder collected before the option existed differ from the run's settings and be refused."""
+    from vla_rl.config import env_kwargs, load_config
+    from vla_rl.stages.collect import check_collection_settings
+
+    kwargs = env_kwargs(load_config(["env=metaworld_mt10", "run_dir=x"]).env)
+    assert "observe_goal" not in kwargs
+    earlier = json.loads(json.dumps({"env_id": "metaworld", "env_kwargs": kwargs, "noise_std": 0.0}))
+    (tmp_path / "collection.json").write_text(json.dumps(earlier))
+    check_collection_settings(tmp_path, "metaworld", kwargs, 0.0)  # the same folder, reused
+    with pytest.raises(ValueError, match="observe_goal"):
+        check_collection_settings(tmp_path, "metaworld", {**kwargs, "observe_goal": True}, 0.0)
+
+
 def test_a_missing_metaworld_names_the_pip_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "metaworld", None)  # `import metaworld...` now raises ImportError
     monkeypatch.setitem(sys.modules, "metaworld.env_dict", None)
