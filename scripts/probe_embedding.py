@@ -12,9 +12,10 @@ predicting the mean position, as a distance and per axis. ``--cnn-epochs N`` als
 the full camera images (a nonlinear readout: what a learned image branch could read).
 
 The target (privileged state, read from the env after each reset) comes from a reader
-``reader(env, reset_info) -> position (D,)``: built in for ``--env tabletop`` (the target block's
-x-y on the fixed-scene suite, jittered by up to 3 cm) and ``--env metaworld`` (the task's goal,
-MetaWorld's ``_target_pos``, x-y-z); ``--target package.module:function`` for any other env.
+``reader(env, reset_info) -> position (D,)``: the env factory's own ``target`` reader where it has one
+(``--env metaworld``: the task's goal, MetaWorld's ``_target_pos``, x-y-z; the reader SFT's target frames
+use), built in here for ``--env tabletop`` (the target block's x-y on the fixed-scene suite, jittered by
+up to 3 cm), and ``--target package.module:function`` for any other env.
 
     .venv/bin/python scripts/probe_embedding.py outputs/flow_residual_ppo/sft/best --episodes 400
     .venv/bin/python scripts/probe_embedding.py outputs/mt10/sft/best --env metaworld --task reach-v3
@@ -37,6 +38,7 @@ import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import import_object, make
 from policies.encoders.pixels import pooled_pixels
 from policies.hub import load_pretrained
+from vla_rl.stages.sft.target_frames import target_reader
 
 RANDOM_STEPS = 6  # at most this many random actions after each reset
 PIXEL_STRIDE = 4  # 64x64 images -> 16x16 (policy.rl_vision.downsample's default)
@@ -58,15 +60,10 @@ def tabletop_target(env, reset_info: dict) -> np.ndarray:
     return env.unwrapped.scene.block_position(reset_info["init_state"]["target"]["block"])[:2]
 
 
-def metaworld_goal(env, reset_info: dict) -> np.ndarray:
-    """A MetaWorld task's goal, x-y-z (m): what its success is measured against."""
-    return np.asarray(env.unwrapped.metaworld_env._target_pos, dtype=float)
-
-
-#: env name -> (target reader, env options the probe builds it with by default)
+#: env name -> (target reader, env options the probe builds it with by default), for envs whose factory has no
+#: ``target`` reader of its own (metaworld's has: its goal)
 BUILTIN_TARGETS = {
     "tabletop": (tabletop_target, {"fixed_scenes": True, "scene_jitter": 0.03}),
-    "metaworld": (metaworld_goal, {}),
 }
 
 
@@ -169,13 +166,16 @@ def target_and_env(env: str, target: str | None) -> tuple[Callable, dict[str, An
     """The target reader and default env options of ``--env`` / ``--target``."""
     if target is not None:
         return import_object(target), {}
-    if env not in BUILTIN_TARGETS:
+    if env in BUILTIN_TARGETS:
+        reader, options = BUILTIN_TARGETS[env]
+        return reader, dict(options)
+    try:
+        return target_reader(env), {}  # the env factory's own (``factory.target``), e.g. metaworld's goal
+    except ValueError:
         raise SystemExit(
-            f"--env {env!r} has no built-in target (built in: {', '.join(BUILTIN_TARGETS)}); "
-            "give one with --target package.module:function (env, reset_info) -> position"
-        )
-    reader, options = BUILTIN_TARGETS[env]
-    return reader, dict(options)
+            f"--env {env!r} has no target reader (its factory has no `target`, and the script knows "
+            f"{', '.join(BUILTIN_TARGETS)}); give one with --target package.module:function (env, reset_info) -> position"
+        ) from None
 
 
 def main() -> None:

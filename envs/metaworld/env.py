@@ -382,6 +382,12 @@ def make_metaworld_env(
     )
 
 
+def goal_position(env: gym.Env, reset_info: dict[str, Any]) -> np.ndarray:
+    """A task's goal, x-y-z (m): what MetaWorld's success is measured against (the factory's ``target`` reader)."""
+    return np.asarray(env.unwrapped.metaworld_env._target_pos, dtype=float).copy()
+
+
 make_metaworld_env.tasks = METAWORLD_TASKS  # type: ignore[attr-defined]
+make_metaworld_env.target = "envs.metaworld.env:goal_position"  # type: ignore[attr-defined]
 make_metaworld_env.expert = "envs.metaworld.expert:make_expert"  # type: ignore[attr-defined]
 make_metaworld_env.benchmark = "envs.metaworld.benchmark:measure_env_speed"  # type: ignore[attr-defined]

@@ -26,9 +26,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
         max_attempts_per_episode=int(cfg.collect.max_attempts_per_episode),
         valid_fraction=float(cfg.collect.valid_fraction),
         seed=int(cfg.collect.seed),
+        target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
     )
     print(f"demonstrations: {result.dataset_path}")
     print(f"statistics:     {result.stats_path}")
+    if result.target_frames_path:
+        print(f"target frames:  {result.target_frames_path}")
     for task, count in sorted(result.episodes_by_task.items()):
         attempts = result.attempts_by_task.get(task)
         note = f" ({attempts} attempts this run)" if attempts else ""

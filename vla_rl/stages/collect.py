@@ -25,6 +25,7 @@ from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
 from vla_rl.fields import check_types, require
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
+from vla_rl.stages.sft.target_frames import collect_target_frames
 
 
 @dataclass
@@ -41,6 +42,9 @@ class CollectConfig:
     - ``seed``: seeds the episodes and the file's split. It is not the run's ``seed``: the runs of an
       experiment share its data folder, so its demonstrations must not depend on which seed collected first.
       SFT draws its own train/valid split from the run's seed (``load_demonstrations(split_seed=...)``).
+    - ``target_frames_per_task``: also record this many seeded resets per task with the position of the task's
+      target (``target_frames.hdf5``, :mod:`vla_rl.stages.sft.target_frames`), for SFT's target loss
+      (``sft.target_loss_weight``); 0: none. The env's factory needs a ``target`` reader.
     """
 
     episodes_per_task: int = 10
@@ -50,6 +54,7 @@ class CollectConfig:
     max_attempts_per_episode: int = 5
     valid_fraction: float = 0.1
     seed: int = 0
+    target_frames_per_task: int = 0
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -57,6 +62,7 @@ class CollectConfig:
         require(self, "noise_std", low=0)
         require(self, "max_attempts_per_episode", low=1)
         require(self, "valid_fraction", low=0, high=1, high_open=True)
+        require(self, "target_frames_per_task", low=0)
 
 
 @dataclass
@@ -65,6 +71,7 @@ class CollectionResult:
     stats_path: Path
     episodes_by_task: dict[str, int]
     attempts_by_task: dict[str, int]
+    target_frames_path: Path | None = None
 
 
 def episode_seed(base_seed: int, task: str, attempt: int) -> int:
@@ -157,8 +164,10 @@ def collect_demonstrations(
     valid_fraction: float = 0.1,
     seed: int = 0,
     show_progress: bool = True,
+    target_frames_per_task: int = 0,
 ) -> CollectionResult:
-    """Collect ``episodes_per_task`` expert episodes for each task into ``output``.
+    """Collect ``episodes_per_task`` expert episodes for each task into ``output`` (and, with
+    ``target_frames_per_task`` > 0, that many target frames per task: :func:`collect_target_frames`).
 
     Raises:
         RuntimeError: a task's expert failed too often (``max_attempts_per_episode`` per episode).
@@ -190,7 +199,10 @@ def collect_demonstrations(
     counts: dict[str, int] = {}
     for episode in kept:
         counts[episode.task] = counts.get(episode.task, 0) + 1
-    return CollectionResult(dataset_path, stats_path, counts, attempts_by_task)
+    frames = None
+    if target_frames_per_task > 0:
+        frames = collect_target_frames(env_id, tasks, env_kwargs, output, target_frames_per_task, seed, show_progress)
+    return CollectionResult(dataset_path, stats_path, counts, attempts_by_task, frames)
 
 
 def dataset_episodes(store: EpisodeStore, tasks: Sequence[str], episodes_per_task: int) -> list[Episode]:

@@ -41,10 +41,11 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
         str(cfg.env.id), resolve_tasks(cfg.env, entry.tasks), env_kwargs(cfg.env), output,
         cfg.collect.episodes_per_task, float(cfg.collect.noise_std), bool(cfg.collect.keep_failed),
         int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.collect.seed),
+        target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
     )  # fmt: skip
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "
-          f"{result.dataset_path}")
+          f"{result.dataset_path}" + (f"; target frames in {result.target_frames_path}" if result.target_frames_path else ""))
 
 
 def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:

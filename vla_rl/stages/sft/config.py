@@ -36,6 +36,10 @@ class SFTConfig:
         (docs/platform.md).
     device: "auto" (the ``VLA_RL_DEVICE`` variable, else CUDA if available, else CPU), "cpu", "cuda:N".
     show_progress: draw a tqdm progress bar with the current loss.
+    target_loss_weight: weight of the target loss (0: none): each step also regresses the task target's
+        position from the observation embedding of ``batch_size`` target frames (``target_frames.hdf5`` beside
+        the demos, ``collect.target_frames_per_task``; :mod:`vla_rl.stages.sft.target_frames`), so that the
+        encoder learns to see the target from many resets, not only from the demonstrations' few.
     """
 
     batch_size: int = 64
@@ -54,6 +58,7 @@ class SFTConfig:
     num_threads: int = 1
     device: str = "auto"
     show_progress: bool = True
+    target_loss_weight: float = 0.0
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -61,7 +66,8 @@ class SFTConfig:
             require(self, name, low=1)
         for name in ("epochs", "learning_rate"):
             require(self, name, low=0, low_open=True)
-        for name in ("weight_decay", "warmup_steps", "grad_clip_norm", "augment_shift_pixels", "num_threads"):
+        for name in ("weight_decay", "warmup_steps", "grad_clip_norm", "augment_shift_pixels", "num_threads",
+                     "target_loss_weight"):  # fmt: skip
             require(self, name, low=0)
         require(self, "min_learning_rate_ratio", low=0, high=1)
 

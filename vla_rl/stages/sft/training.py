@@ -9,6 +9,9 @@
    policy's ``bc_loss``, so every action head (gaussian, diffusion, flow) trains the same way;
    linear warmup then cosine decay of the learning rate; gradient-norm clipping; training images
    randomly shifted by a few pixels (``augment``, :func:`vla_rl.stages.sft.batches.augment_batch`);
+   with ``target_loss_weight`` > 0, plus that weight times the target loss on a batch of target frames
+   (:class:`~vla_rl.stages.sft.target_frames.TargetLoss`: the task target's position regressed from the
+   observation embedding);
 4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
    seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
    stops early after ``early_stopping_patience`` validations without a new best;
@@ -18,8 +21,10 @@
    training, a line says the policy is likely undertrained (:func:`second_half_drop`).
 
 ``sft_metrics.jsonl`` holds one JSON object per line: ``{"split": "train", "step", "loss", "lr",
-"grad_norm", "samples_per_s", "time"}`` (averages over the last ``log_every`` steps),
-``{"split": "valid", "step", "loss", "best", "time"}``, and a final ``{"split": "summary", ...}``.
+"grad_norm", "samples_per_s", "time"}`` (averages over the last ``log_every`` steps; ``loss`` is the
+behaviour-cloning loss, ``target_loss`` the target loss where there is one), ``{"split": "valid", "step",
+"loss", "best", "time"}`` (plus ``target_distance``, the held-out target frames' mean prediction error in
+the target's units), and a final ``{"split": "summary", ...}``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from vla_rl.stages.sft.batches import (
 from vla_rl.stages.sft.config import SFTConfig
 from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
 from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.target_frames import TARGET_FRAMES_FILE, TargetLoss
 from vla_rl.workers.policy_factory import DEFAULT_POLICY_FACTORY, PolicySpec
 
 METRICS_FILE = "sft_metrics.jsonl"
@@ -230,9 +236,19 @@ def run_sft(
             print(f"sft: dataset {demos_path} has an empty 'valid' split: no validation loss, and the last "
                   f"policy is the result (collect more episodes or raise collect.valid_fraction to validate)")
 
+        target_weight = float(config.target_loss_weight)
+        targets = None
+        if target_weight > 0:
+            targets = TargetLoss(demos_path.with_name(TARGET_FRAMES_FILE), policy, cameras, config.batch_size, seed)
+
         # 3. optimisation
         total_steps = total_training_steps(config, len(train_set))
         optimizer = make_optimizer(policy, config)
+        trained = list(policy.parameters())
+        if targets is not None:  # before the schedule, which takes one factor per parameter group
+            optimizer.add_param_group({"params": list(targets.head.parameters()),
+                                       "weight_decay": float(config.weight_decay)})  # fmt: skip
+            trained += list(targets.head.parameters())
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine_factor(step, config.warmup_steps, max(1, total_steps - config.warmup_steps - 1),
@@ -248,7 +264,8 @@ def run_sft(
         valid_losses: list[tuple[int, float]] = []
         best_valid, best_dir, validations_since_best = math.inf, None, 0
         train_seconds, samples_seen = 0.0, 0
-        window: dict[str, float] = {"loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0, "steps": 0}
+        window: dict[str, float] = {"loss": 0.0, "target_loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0,
+                                    "steps": 0}  # fmt: skip
         progress = tqdm(total=total_steps, desc="sft", unit="step", disable=not config.show_progress)
         try:
             for step in range(1, total_steps + 1):
@@ -257,9 +274,10 @@ def run_sft(
                 if config.augment:
                     batch = augment_batch(batch, config.augment_shift_pixels, augment_generator)
                 loss = policy.bc_loss(batch)
+                target_loss = targets.loss(policy) if targets is not None else torch.zeros(())
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), clip))
+                (loss + target_weight * target_loss).backward()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(trained, clip))
                 learning_rate = optimizer.param_groups[0]["lr"]
                 optimizer.step()
                 schedule.step()
@@ -274,13 +292,14 @@ def run_sft(
                 train_losses.append(loss_value)
                 train_seconds += seconds
                 samples_seen += size
-                for key, value in (("loss", loss_value), ("grad_norm", grad_norm), ("samples", size),
-                                   ("seconds", seconds), ("steps", 1)):  # fmt: skip
+                for key, value in (("loss", loss_value), ("target_loss", float(target_loss.detach())),
+                                   ("grad_norm", grad_norm), ("samples", size), ("seconds", seconds), ("steps", 1)):  # fmt: skip
                     window[key] += value
                 if step % config.log_every == 0 or step == total_steps:
+                    extra = {"target_loss": window["target_loss"] / window["steps"]} if targets is not None else {}
                     metrics.write(split="train", step=step, loss=window["loss"] / window["steps"], lr=learning_rate,
                                   grad_norm=window["grad_norm"] / window["steps"],
-                                  samples_per_s=window["samples"] / max(window["seconds"], 1e-9))  # fmt: skip
+                                  samples_per_s=window["samples"] / max(window["seconds"], 1e-9), **extra)  # fmt: skip
                     window = dict.fromkeys(window, 0.0)
 
                 # 4. validation and the best checkpoint
@@ -292,7 +311,8 @@ def run_sft(
                     if improved:
                         best_valid = valid_loss
                         best_dir = policy.save_pretrained(output_dir / BEST_DIR)
-                    metrics.write(split="valid", step=step, loss=valid_loss, best=improved)
+                    extra = {"target_distance": targets.held_out_distance(policy)} if targets is not None else {}
+                    metrics.write(split="valid", step=step, loss=valid_loss, best=improved, **extra)
                     progress.set_postfix(loss=f"{loss_value:.4f}", valid=f"{valid_loss:.4f}", refresh=False)
                     patience = config.early_stopping_patience
                     if patience is not None and validations_since_best >= patience and step < total_steps:
@@ -327,6 +347,8 @@ def run_sft(
         }
         drop = second_half_drop(valid_losses)
         summary["valid_loss_drop_second_half"] = drop
+        if targets is not None:
+            summary["target_distance"] = targets.held_out_distance(policy)
         metrics.write(split="summary", step=num_steps, **summary)
         if drop is not None and drop > UNDERTRAINED_DROP:
             print(f"sft: the best validation loss fell {drop:.0%} over the second half of the {num_steps} steps "
