@@ -106,6 +106,11 @@ def test_sft_with_the_target_loss_fits_the_targets_and_trains_the_encoder(tiny_d
     valid = [row for row in rows if row["split"] == "valid"]
     assert all(row["target_distance"] > 0 for row in valid)
     assert rows[-1]["split"] == "summary" and rows[-1]["target_distance"] > 0
+    frames = load_target_frames(tiny_dataset / TARGET_FRAMES_FILE)  # the held-out tenth, drawn as SFT draws it
+    order = torch.randperm(len(frames["target"]), generator=torch.Generator().manual_seed(SEED)).tolist()
+    held_out, fitted = frames["target"][order[: len(order) // 10]], frames["target"][order[len(order) // 10 :]]
+    expected = np.linalg.norm(held_out - fitted.mean(0), axis=1).mean()
+    assert rows[-1]["target_distance_of_mean"] == pytest.approx(expected, rel=1e-6)
 
     without = run_sft(policy_config("flow"), "tabletop", ENV_KWARGS, tiny_dataset, tmp_path / "without",
                       SFTConfig(**common), seed=SEED)  # fmt: skip

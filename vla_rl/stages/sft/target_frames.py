@@ -200,7 +200,8 @@ class TargetLoss:
     """The target loss of an SFT run: its frames (a tenth held out, drawn with the run's seed), batches and head.
 
     ``loss(policy)`` is the regression loss on the next training batch; ``held_out_distance(policy)`` the mean
-    distance (target units) between prediction and target on the held-out frames.
+    distance (target units) between prediction and target on the held-out frames, and ``distance_of_mean``
+    that of predicting the training frames' mean target (what a prediction must beat to have read anything).
     """
 
     def __init__(self, path: str | Path, policy: Any, cameras: Sequence[str], batch_size: int, seed: int):
@@ -226,6 +227,10 @@ class TargetLoss:
         with torch.no_grad():
             embedding_dim = policy.embed(frame_batch(frames, self.train_indices[:1], cameras)).shape[-1]
         self.head = TargetRegression(embedding_dim, train_targets.mean(0), train_targets.std(0)).to(policy.device)
+        held_out_targets = frames["target"][self.valid_indices]
+        self.distance_of_mean = (
+            float(np.linalg.norm(held_out_targets - train_targets.mean(0), axis=1).mean()) if self.valid_indices else None
+        )
 
     def loss(self, policy: Any) -> torch.Tensor:
         batch = next(self.batches)

@@ -24,7 +24,8 @@
 "grad_norm", "samples_per_s", "time"}`` (averages over the last ``log_every`` steps; ``loss`` is the
 behaviour-cloning loss, ``target_loss`` the target loss where there is one), ``{"split": "valid", "step",
 "loss", "best", "time"}`` (plus ``target_distance``, the held-out target frames' mean prediction error in
-the target's units), and a final ``{"split": "summary", ...}``.
+the target's units), and a final ``{"split": "summary", ...}`` (with ``target_distance`` and
+``target_distance_of_mean``, the error of predicting the mean target, to compare it with).
 """
 
 from __future__ import annotations
@@ -349,6 +350,7 @@ def run_sft(
         summary["valid_loss_drop_second_half"] = drop
         if targets is not None:
             summary["target_distance"] = targets.held_out_distance(policy)
+            summary["target_distance_of_mean"] = targets.distance_of_mean
         metrics.write(split="summary", step=num_steps, **summary)
         if drop is not None and drop > UNDERTRAINED_DROP:
             print(f"sft: the best validation loss fell {drop:.0%} over the second half of the {num_steps} steps "
