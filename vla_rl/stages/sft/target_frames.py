@@ -12,7 +12,7 @@ training only: the policy still acts from its observations.
 
 ``target_frames.hdf5`` (beside ``demos.hdf5``): ``images/<camera>`` uint8 ``(N, H, W, 3)``, ``state``
 float32 ``(N, S)``, ``target`` float32 ``(N, D)``, ``instruction`` and ``task`` strings ``(N,)``,
-``seed`` int64 ``(N,)``; attributes ``env_id``, ``env_kwargs`` (JSON) and ``frames_per_task``.
+``seed`` int64 ``(N,)``; attribute ``settings``: JSON of the env id, env kwargs, frames per task and seed.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def load_target_frames(path: str | Path) -> dict[str, Any]:
             "images": {camera: file["images"][camera][()] for camera in file["images"]},
             "state": file["state"][()],
             "target": file["target"][()],
-            "instruction": [value.decode() if isinstance(value, bytes) else value for value in file["instruction"][()]],
-            "task": [value.decode() if isinstance(value, bytes) else value for value in file["task"][()]],
+            "instruction": list(file["instruction"].asstr()[()]),
+            "task": list(file["task"].asstr()[()]),
             "seed": file["seed"][()],
         }
 
