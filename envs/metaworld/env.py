@@ -3,9 +3,11 @@
 One :class:`MetaWorldEnv` wraps one MetaWorld task environment (rebuilt when ``reset`` switches the
 task). What it does beyond a thin wrapper, and why:
 
-- Placements are drawn per episode from the env's seeded generator, as MetaWorld's MT benchmarks do
-  with a task's 50 fixed goals, but without a fixed list: ``reset(seed=s)`` gives the same object and
-  goal positions for the same ``s`` (MetaWorld's ``seeded_rand_vec``).
+- Placements are drawn per episode from the env's seeded generator: ``reset(seed=s)`` gives the same
+  object and goal positions for the same ``s``. By default they are fresh (MetaWorld's
+  ``seeded_rand_vec``), so evaluation meets placements no demonstration or rollout had; with
+  ``variations_seed=k`` they are drawn from the task's 50 fixed variations of ``metaworld.MT1(task,
+  seed=k)`` (:mod:`envs.metaworld.variations`), the protocol of MetaWorld's MT benchmarks, RLinf and piRL.
 - ``info["init_state"]`` holds the placement vector (``rand_vec``) and the full MuJoCo integration
   state after the reset; ``reset(options={"init_state": ...})`` replays the reset with that vector
   (MetaWorld's task bookkeeping, e.g. the goal and initial object positions that decide success,
@@ -54,6 +56,7 @@ import numpy as np
 from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
+from envs.metaworld.variations import mt1_variations
 
 DEFAULT_CAMERAS = ("corner", "gripperPOV")
 #: Mesh grid (m) of the rendered arm: 13k of its 67k triangles are left, a 64 px image looks the same.
@@ -129,6 +132,7 @@ class MetaWorldEnv(RobotEnv):
         skip_unseen: bool = True,
         plane_grid: float | None = DEFAULT_PLANE_GRID,
         observe_goal: bool = False,
+        variations_seed: int | None = None,
     ) -> None:
         super().__init__()
         if render_mode not in (None, "rgb_array"):
@@ -143,6 +147,13 @@ class MetaWorldEnv(RobotEnv):
         self.plane_grid = plane_grid
         self.observe_goal = bool(observe_goal)
         self._state_dim = 7 if self.observe_goal else 4
+        if variations_seed is not None and (isinstance(variations_seed, bool) or not isinstance(variations_seed, int)):
+            raise ValueError(
+                f"variations_seed must be null (fresh placements) or an integer (MetaWorld's MT1 seed), got "
+                f"{variations_seed!r}"
+            )
+        self.variations_seed = variations_seed
+        self._variations: np.ndarray | None = None  # the task's fixed placements, with variations_seed
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
         self._max_steps_override = max_episode_steps
@@ -170,6 +181,8 @@ class MetaWorldEnv(RobotEnv):
         self._metaworld_horizon = int(inner.max_path_length)
         inner.max_path_length = np.iinfo(np.int64).max  # truncation is ours (max_episode_steps)
         self._inner, self.task = inner, task
+        if self.variations_seed is not None:
+            self._variations = mt1_variations(task, self.variations_seed)
         self.model: mujoco.MjModel = inner.model
         self.data: mujoco.MjData = inner.data
         available = [self.model.camera(i).name for i in range(self.model.ncam)]
@@ -224,7 +237,10 @@ class MetaWorldEnv(RobotEnv):
         if seed is not None:
             self._inner.np_random = np.random.default_rng(seed)
         if init_state is None:
-            self._inner.reset()
+            if self._variations is None:
+                self._inner.reset()
+            else:
+                self._reset_with(self._variations[self._inner.np_random.integers(len(self._variations))])
             # MetaWorld places the goal site in the model after its last mj_forward: without this
             # forward the first image would show the previous episode's goal.
             mujoco.mj_forward(self.model, self.data)
@@ -299,7 +315,11 @@ class MetaWorldEnv(RobotEnv):
                 f"init_state['physics'] has {len(init_state['physics'])} values but metaworld {self.task} needs "
                 f"{size}: it comes from another MetaWorld or MuJoCo version"
             )
-        self._inner._last_rand_vec = np.asarray(init_state["rand_vec"], dtype=float)
+        self._reset_with(init_state["rand_vec"])
+
+    def _reset_with(self, rand_vec: Any) -> None:
+        """MetaWorld's reset with the given placement vector instead of a drawn one."""
+        self._inner._last_rand_vec = np.array(rand_vec, dtype=float)
         self._inner._freeze_rand_vec = True
         try:
             self._inner.reset()
@@ -361,6 +381,7 @@ def make_metaworld_env(
     skip_unseen: bool = True,
     plane_grid: float | None = DEFAULT_PLANE_GRID,
     observe_goal: bool = False,
+    variations_seed: int | None = None,
 ) -> MetaWorldEnv:
     """Build a MetaWorld task env (the factory registered as ``metaworld`` in :mod:`envs.registry`).
 
@@ -379,6 +400,7 @@ def make_metaworld_env(
         skip_unseen=skip_unseen,
         plane_grid=plane_grid,
         observe_goal=observe_goal,
+        variations_seed=variations_seed,
     )
 
 

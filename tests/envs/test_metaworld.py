@@ -166,6 +166,38 @@ def test_observe_goal_appends_the_goal_metaworld_scores_against(task):
 
 
 @needs_metaworld
+def test_variations_seed_draws_placements_from_metaworlds_mt1_list_as_its_own_env_sets_them():
+    import metaworld
+
+    from envs.metaworld.variations import mt1_variations
+
+    table = mt1_variations("reach-v3", 0)
+    assert table.shape == (50, 6) and len(np.unique(table, axis=0)) == 50
+    assert not np.array_equal(table, mt1_variations("reach-v3", 1))
+    env = make("metaworld/reach-v3", image_size=16, cameras=("corner",), variations_seed=0)
+    try:
+        drawn = []
+        for seed in range(60):
+            _, info = env.reset(seed=seed)
+            (match,) = np.flatnonzero((table == np.array(info["init_state"]["rand_vec"])).all(axis=1))
+            drawn.append(int(match))
+        assert len(set(drawn)) > 25  # 60 draws among 50 show about 35 of them
+        # The variation of seed 5 is the one MetaWorld's own env is set to with that Task: the same observation.
+        benchmark = metaworld.MT1("reach-v3", seed=0)
+        official = benchmark.train_classes["reach-v3"]()
+        official.set_task(benchmark.train_tasks[drawn[5]])
+        expected, _ = official.reset()
+        official.close()
+        env.reset(seed=5)
+        np.testing.assert_array_equal(env.metaworld_observation, expected)
+        np.testing.assert_array_equal(env.metaworld_env._target_pos, table[drawn[5]][-3:])
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="variations_seed"):
+        make("metaworld/reach-v3", variations_seed="zero")
+
+
+@needs_metaworld
 def test_dense_reward_is_success_plus_the_change_of_metaworlds_shaped_reward():
     """reward_t = success_t + 0.5 (shaped_t - shaped_{t-1}) / 10, shaped recomputed by MetaWorld's own
     compute_reward; the first step's shaping is 0, so an episode's rewards sum to its success plus the
