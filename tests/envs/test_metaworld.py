@@ -51,12 +51,14 @@ def test_observe_goal_is_off_and_unlisted_so_earlier_data_folders_keep_their_set
     from vla_rl.stages.collect import check_collection_settings
 
     kwargs = env_kwargs(load_config(["env=metaworld_mt10", "run_dir=x"]).env)
-    assert "observe_goal" not in kwargs
+    assert "observe_goal" not in kwargs and "variations_seed" not in kwargs
     earlier = json.loads(json.dumps({"env_id": "metaworld", "env_kwargs": kwargs, "noise_std": 0.0}))
     (tmp_path / "collection.json").write_text(json.dumps(earlier))
     check_collection_settings(tmp_path, "metaworld", kwargs, 0.0)  # the same folder, reused
     with pytest.raises(ValueError, match="observe_goal"):
         check_collection_settings(tmp_path, "metaworld", {**kwargs, "observe_goal": True}, 0.0)
+    with pytest.raises(ValueError, match="variations_seed"):
+        check_collection_settings(tmp_path, "metaworld", {**kwargs, "variations_seed": 0}, 0.0)
 
 
 def test_a_missing_metaworld_names_the_pip_install(monkeypatch):
