@@ -197,6 +197,7 @@ def test_variations_seed_draws_placements_from_metaworlds_mt1_list_as_its_own_en
         env.close()
     with pytest.raises(ValueError, match="variations_seed"):
         make("metaworld/reach-v3", variations_seed="zero")
+    run_checks(lambda: make("metaworld/reach-v3", image_size=16, cameras=("corner",), variations_seed=0))
 
 
 @needs_metaworld
