@@ -16,9 +16,6 @@ import pickle
 
 import numpy as np
 
-N_VARIATIONS = 50  # MetaWorld's _N_GOALS
-
-
 @functools.cache
 def mt1_variations(task: str, seed: int) -> np.ndarray:
     """The placement vectors of ``metaworld.MT1(task, seed=seed)``'s training tasks, in its order.
