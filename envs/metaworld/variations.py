@@ -16,6 +16,7 @@ import pickle
 
 import numpy as np
 
+
 @functools.cache
 def mt1_variations(task: str, seed: int) -> np.ndarray:
     """The placement vectors of ``metaworld.MT1(task, seed=seed)``'s training tasks, in its order.
