@@ -13,7 +13,7 @@ from vla_rl.stages.rl.experiment import rollout_window, with_rollout_window
 
 EXPERIMENTS = sorted(path.stem for path in (config_dir() / "experiment").glob("*.yaml") if path.stem != "base")
 #: Experiments named for one env may pin its settings; every other one must run on any env.
-ENV_SPECIFIC = ("robosuite_lift",)
+ENV_SPECIFIC = ("robosuite_lift", "metaworld_mt10")
 
 
 def _experiment(name: str, *overrides: str):

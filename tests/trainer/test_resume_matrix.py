@@ -75,6 +75,8 @@ def tiny_overrides(experiment: str) -> list[str]:
         )  # the first checkpoint: the policy never had a gradient
     if cfg.algo.name == "grpo":
         overrides.append("algo.group_size=2")
+    if cfg.trainer.task_sampling.mode == "failure":
+        overrides.append("trainer.task_sampling.min_envs_per_task=0")  # one env among all the env's tasks
     return overrides
 
 

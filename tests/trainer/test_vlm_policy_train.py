@@ -18,6 +18,7 @@ from vla_rl.cli import main
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import policy_spec_from_config, rl_run
+from vla_rl.stages.sft.training import torch_threads
 from vla_rl.workers.weight_sync import num_bytes
 
 HEAD_OPTIONS = ("+policy.head.options.hidden_dim=", "+policy.head.options.num_blocks=")
@@ -55,7 +56,9 @@ def test_lora_syncs_adapters_and_head_only_and_the_rollout_worker_acts_as_the_ac
     assert num_bytes(changing) == num_bytes(full) - num_bytes(frozen) and num_bytes(frozen) > 0
     local = spec.build("cpu").eval()
     local.load_state_dict(full)
-    actions, _ = local.act(observation, generator=torch.Generator().manual_seed(5))
+    # The worker's thread count: with another one, matrix products may sum in another order (AVX-512 CPUs).
+    with torch_threads(int(cfg.trainer.torch_threads)):
+        actions, _ = local.act(observation, generator=torch.Generator().manual_seed(5))
     assert np.array_equal(actions.numpy(), remote_actions)  # the rollout worker holds the actor's weights exactly
 
 
