@@ -60,3 +60,18 @@ def test_bench_env_rejects_config_overrides(capsys):
     assert main(["bench", "env", "trainer.envs_per_stage=8"]) == 2
     error = capsys.readouterr().err
     assert "takes no config overrides (got trainer.envs_per_stage=8)" in error and "rollout and update" in error
+
+
+def test_bench_rollout_compare_runs_each_value_with_that_setting(ray_session, capsys):
+    result = bench_json(capsys, "rollout", *TINY, "--repeats", "1", "--min-seconds", "0.1",
+                        "--compare", "trainer.num_env_workers=1,2")  # fmt: skip
+    assert (result["benchmark"], result["compare"], result["figure"]) == (
+        "rollout", "trainer.num_env_workers", "rollout_env_steps_per_s",
+    )  # fmt: skip
+    assert result["order"] == ["1", "2"]
+    one, two = (result["values"][v]["results"][0] for v in ("1", "2"))
+    assert (one["num_env_workers"], one["num_envs"]) == (1, NUM_ENVS)  # each run composed with its value
+    assert (two["num_env_workers"], two["num_envs"]) == (2, 2 * NUM_ENVS)
+    assert result["values"]["1"]["rollout_env_steps_per_s"]["median"] == pytest.approx(one["rollout_env_steps_per_s"], abs=1e-3)
+    ratio = two["rollout_env_steps_per_s"] / one["rollout_env_steps_per_s"]
+    assert result["values"]["2"]["ratio_to_first"]["median"] == pytest.approx(ratio, abs=1e-3)

@@ -14,6 +14,7 @@ import inspect
 import json
 import sys
 
+from vla_rl.benchmarks.compare import HEADLINE_FIGURES, CompareError, compare_settings, parse_compare
 from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
 TARGETS_WITH_OVERRIDES = ("rollout", "update", "alignment")
@@ -23,6 +24,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.overrides and args.target not in TARGETS_WITH_OVERRIDES:
         print(f"vla-rl bench {args.target}: takes no config overrides (got {' '.join(args.overrides)}); "
               f"overrides are for {' and '.join(TARGETS_WITH_OVERRIDES)}; use the --options instead", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.compare and args.target not in HEADLINE_FIGURES:
+        print(f"vla-rl bench {args.target}: --compare is for {' and '.join(HEADLINE_FIGURES)}", file=sys.stderr)
         return 2
     if args.target == "env":
         from envs.registry import registered, resolve
@@ -52,6 +56,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from policies.benchmark import run_policy_benchmark
 
         result = run_policy_benchmark(batch_size=args.batch_size)
+    elif args.compare:
+        result = _compare_benchmark(args)
     else:
         result = _trainer_benchmark(args.target, args.overrides, args.repeats or 3, args.min_seconds)
     print(json.dumps(result))
@@ -78,6 +84,18 @@ def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seco
     finally:
         if not joined_running_ray:
             shutdown_ray()
+
+
+def _compare_benchmark(args: argparse.Namespace) -> dict:
+    """``--compare KEY=V1,V2``: the trainer benchmark once per value per round (:mod:`vla_rl.benchmarks.compare`)."""
+    key, values = parse_compare(args.compare)
+    if any(o.lstrip("+~").partition("=")[0] == key for o in args.overrides):
+        raise CompareError(f"--compare {args.compare!r}: {key} is also among the overrides; give it only in --compare")
+    result = compare_settings(
+        lambda value: _trainer_benchmark(args.target, [*args.overrides, f"{key}={value}"], 1, args.min_seconds),
+        key, values, args.repeats or 3, HEADLINE_FIGURES[args.target],
+    )  # fmt: skip
+    return {"benchmark": args.target, "overrides": list(args.overrides), **result}
 
 
 def _alignment_benchmark(args: argparse.Namespace) -> dict:
@@ -120,5 +138,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                        help="bench alignment: the target's context-dependent offset from its anchor (normalised units)")
     bench.add_argument("--min-seconds", type=float, default=3.0,
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
+    bench.add_argument("--compare", default=None, metavar="KEY=V1,V2",
+                       help="bench rollout / update: run once per value of a config key, in alternating rounds "
+                       "(--repeats of them), e.g. --compare trainer.num_env_workers=1,2")  # fmt: skip
     add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")
     bench.set_defaults(func=cmd_bench)
