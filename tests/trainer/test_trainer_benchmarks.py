@@ -62,16 +62,20 @@ def test_bench_env_rejects_config_overrides(capsys):
     assert "takes no config overrides (got trainer.envs_per_stage=8)" in error and "rollout and update" in error
 
 
-def test_bench_rollout_compare_runs_each_value_with_that_setting(ray_session, capsys):
-    result = bench_json(capsys, "rollout", *TINY, "--repeats", "1", "--min-seconds", "0.1",
-                        "--compare", "trainer.num_env_workers=1,2")  # fmt: skip
-    assert (result["benchmark"], result["compare"], result["figure"]) == (
-        "rollout", "trainer.num_env_workers", "rollout_env_steps_per_s",
+def test_bench_rollout_variants_run_each_set_of_overrides(ray_session, capsys):
+    # the same 4 envs on one env worker (2 per stage) or on two (1 per stage)
+    one_worker = "trainer.num_env_workers=1 trainer.envs_per_stage=2"
+    two_workers = "trainer.num_env_workers=2 trainer.envs_per_stage=1"
+    common = [o for o in TINY if not o.startswith("trainer.envs_per_stage=")]
+    result = bench_json(capsys, "rollout", *common, "--repeats", "1", "--min-seconds", "0.1",
+                        "--variants", one_worker, two_workers)  # fmt: skip
+    assert (result["benchmark"], result["figure"], result["order"]) == (
+        "rollout", "rollout_env_steps_per_s", [one_worker, two_workers],
     )  # fmt: skip
-    assert result["order"] == ["1", "2"]
-    one, two = (result["values"][v]["results"][0] for v in ("1", "2"))
-    assert (one["num_env_workers"], one["num_envs"]) == (1, NUM_ENVS)  # each run composed with its value
-    assert (two["num_env_workers"], two["num_envs"]) == (2, 2 * NUM_ENVS)
-    assert result["values"]["1"]["rollout_env_steps_per_s"]["median"] == pytest.approx(one["rollout_env_steps_per_s"], abs=1e-3)
+    one, two = (result["variants"][v]["results"][0] for v in (one_worker, two_workers))
+    assert (one["num_env_workers"], one["num_envs"]) == (1, NUM_ENVS)  # each run composed with its overrides
+    assert (two["num_env_workers"], two["num_envs"]) == (2, NUM_ENVS)
+    figure = result["variants"][one_worker]["rollout_env_steps_per_s"]["median"]
+    assert figure == pytest.approx(one["rollout_env_steps_per_s"], abs=1e-3)
     ratio = two["rollout_env_steps_per_s"] / one["rollout_env_steps_per_s"]
-    assert result["values"]["2"]["ratio_to_first"]["median"] == pytest.approx(ratio, abs=1e-3)
+    assert result["variants"][two_workers]["ratio_to_first"]["median"] == pytest.approx(ratio, abs=1e-3)

@@ -14,7 +14,14 @@ import inspect
 import json
 import sys
 
-from vla_rl.benchmarks.compare import HEADLINE_FIGURES, CompareError, compare_settings, parse_compare
+from vla_rl.benchmarks.compare import (
+    HEADLINE_FIGURES,
+    CompareError,
+    check_variants,
+    compare_variants,
+    parse_compare,
+    variant_keys,
+)
 from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
 TARGETS_WITH_OVERRIDES = ("rollout", "update", "alignment")
@@ -25,8 +32,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"vla-rl bench {args.target}: takes no config overrides (got {' '.join(args.overrides)}); "
               f"overrides are for {' and '.join(TARGETS_WITH_OVERRIDES)}; use the --options instead", file=sys.stderr)  # fmt: skip
         return 2
-    if args.compare and args.target not in HEADLINE_FIGURES:
-        print(f"vla-rl bench {args.target}: --compare is for {' and '.join(HEADLINE_FIGURES)}", file=sys.stderr)
+    if (args.compare or args.variants) and args.target not in HEADLINE_FIGURES:
+        print(f"vla-rl bench {args.target}: --compare and --variants are for {' and '.join(HEADLINE_FIGURES)}", file=sys.stderr)
         return 2
     if args.target == "env":
         from envs.registry import registered, resolve
@@ -56,7 +63,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from policies.benchmark import run_policy_benchmark
 
         result = run_policy_benchmark(batch_size=args.batch_size)
-    elif args.compare:
+    elif args.compare or args.variants:
         result = _compare_benchmark(args)
     else:
         result = _trainer_benchmark(args.target, args.overrides, args.repeats or 3, args.min_seconds)
@@ -87,13 +94,20 @@ def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seco
 
 
 def _compare_benchmark(args: argparse.Namespace) -> dict:
-    """``--compare KEY=V1,V2``: the trainer benchmark once per value per round (:mod:`vla_rl.benchmarks.compare`)."""
-    key, values = parse_compare(args.compare)
-    if any(o.lstrip("+~").partition("=")[0] == key for o in args.overrides):
-        raise CompareError(f"--compare {args.compare!r}: {key} is also among the overrides; give it only in --compare")
-    result = compare_settings(
-        lambda value: _trainer_benchmark(args.target, [*args.overrides, f"{key}={value}"], 1, args.min_seconds),
-        key, values, args.repeats or 3, HEADLINE_FIGURES[args.target],
+    """``--compare`` / ``--variants``: the trainer benchmark once per variant per round (:mod:`vla_rl.benchmarks.compare`)."""
+    if args.compare and args.variants:
+        raise CompareError("give --compare KEY=V1,V2 or --variants, not both")
+    variants = parse_compare(args.compare) if args.compare else check_variants(args.variants)
+    common = {o.lstrip("+~").partition("=")[0] for o in args.overrides}
+    for variant in variants:
+        if variant_keys(variant) & common:
+            raise CompareError(
+                f"{sorted(variant_keys(variant) & common)} set both by the variant {variant!r} and by the overrides; "
+                "give them only in the variants"
+            )
+    result = compare_variants(
+        lambda extra: _trainer_benchmark(args.target, [*args.overrides, *extra], 1, args.min_seconds),
+        variants, args.repeats or 3, HEADLINE_FIGURES[args.target],
     )  # fmt: skip
     return {"benchmark": args.target, "overrides": list(args.overrides), **result}
 
@@ -140,6 +154,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                        help="bench rollout: each figure of a round runs at least this long")  # fmt: skip
     bench.add_argument("--compare", default=None, metavar="KEY=V1,V2",
                        help="bench rollout / update: run once per value of a config key, in alternating rounds "
-                       "(--repeats of them), e.g. --compare trainer.num_env_workers=1,2")  # fmt: skip
+                       "(--repeats of them), e.g. --compare trainer.num_env_workers=1,2")
+    bench.add_argument("--variants", nargs="+", default=None, metavar="OVERRIDES",
+                       help="bench rollout / update: as --compare, for sets of overrides, e.g. --variants "
+                       "'trainer.num_env_workers=1 trainer.envs_per_stage=16' "
+                       "'trainer.num_env_workers=2 trainer.envs_per_stage=8' (after the other overrides)")  # fmt: skip
     add_config_arguments(bench, f"bench rollout / update: {OVERRIDES_HELP}")
     bench.set_defaults(func=cmd_bench)
