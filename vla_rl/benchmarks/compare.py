@@ -52,6 +52,7 @@ def variant_keys(variant: str) -> set[str]:
 
 
 def spread(values: list[float]) -> dict[str, float]:
+    """Median and range, rounded to 3 decimals."""
     return {"median": round(float(np.median(values)), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 

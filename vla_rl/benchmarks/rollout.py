@@ -24,6 +24,7 @@ import numpy as np
 import ray
 from omegaconf import DictConfig
 
+from vla_rl.benchmarks.compare import spread
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.rl.rollout import RolloutCollector, derived_seed
@@ -64,10 +65,6 @@ def until(seconds: float, function) -> tuple[float, int]:
         spent, executed = timed(lambda c=calls: function(c))
         elapsed, steps, calls = elapsed + spent, steps + executed, calls + 1
     return elapsed, steps
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": round(float(np.median(values)), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
 def profile_summary(profile: dict) -> dict[str, float]:
