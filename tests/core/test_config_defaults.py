@@ -80,3 +80,8 @@ def test_every_policy_field_is_in_the_composed_config_and_overridable_without_a_
     assert set(cfg.policy) == {"factory", *(f.name for f in dataclasses.fields(PolicyConfig))}
     assert (cfg.policy.rl_vision.feature_dim, cfg.policy.normalization.state) == (32, "min_max")
     assert cfg.policy.head.name == "flow"  # default.yaml's override of HeadConfig's gaussian
+
+
+def test_the_actors_take_torch_threads_unless_given_their_own():
+    assert TrainerConfig(torch_threads=3).actor_threads == 3
+    assert TrainerConfig(torch_threads=1, actor_torch_threads=2).actor_threads == 2

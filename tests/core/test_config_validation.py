@@ -13,6 +13,7 @@ BAD_VALUES = [
     ("trainer.iterations=abc", "'trainer.iterations'='abc': must be int"),
     ("trainer.iterations=-3", "'trainer.iterations'=-3: must be >= 1"),
     ("trainer.envs_per_stage=0", "'trainer.envs_per_stage'=0: must be >= 1"),
+    ("trainer.actor_torch_threads=0", "'trainer.actor_torch_threads'=0: must be >= 1"),
     ("trainer.time_limit_minutes=0", "'trainer.time_limit_minutes'=0: must be > 0"),
     ("trainer.device=tpu", "'trainer.device'='tpu': allowed: auto, cpu, cuda, cuda:N"),
     ("trainer.trackers=[jsonl,foo]", "'trainer.trackers'=['jsonl', 'foo']: allowed: console, jsonl"),

@@ -78,7 +78,7 @@ def start_actor_group(setup: BenchSetup, world_size: int) -> ActorGroup:
     device = None if trainer.device == "auto" else trainer.device
     return ActorGroup(
         world_size, setup.policy_spec, algo.optim, algo.update, trainer.sharding,
-        trainer.actor_cpus, trainer.actor_gpus, device, trainer.torch_threads,
+        trainer.actor_cpus, trainer.actor_gpus, device, trainer.actor_threads,
     )  # fmt: skip
 
 
@@ -107,6 +107,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
     groups: dict[int, ActorGroup] = {}
     shut_down: set[int] = set()
     per_world_size = {}
+    threads_seen: set[int] = set()  # what the actor processes report, not what the config asked for
     with ThreadPoolExecutor(len(world_sizes)) as pool:
         # The ranks start (in threads) while the batch is made; each group is measured alone once all are ready.
         starting = {n: pool.submit(start_actor_group, setup, n) for n in world_sizes} if start_together else {}
@@ -120,6 +121,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
                 per_world_size[str(world_size)] = measure_world_size(
                     group, batch, instructions, repeats, update.epochs, update.num_minibatches
                 )
+                threads_seen.update(group.call("torch_threads"))
                 group.shutdown()
                 shut_down.add(world_size)
         finally:
@@ -138,7 +140,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
         "epochs": update.epochs,
         "num_minibatches": update.num_minibatches,
         "micro_batch_size": update.micro_batch_size,
-        "torch_threads": trainer.torch_threads,
+        "torch_threads": min(threads_seen) if len(threads_seen) == 1 else sorted(threads_seen),
         "repeats": repeats,
         "world_sizes": per_world_size,
         "best_world_size": int(best),

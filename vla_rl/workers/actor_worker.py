@@ -170,6 +170,10 @@ class ActorWorker:
         self.training_step += 1
         return metrics
 
+    def torch_threads(self) -> int:
+        """The torch threads this process computes with (``torch.get_num_threads()``)."""
+        return torch.get_num_threads()
+
     def full_weights(self, changing_only: bool = False) -> dict[str, torch.Tensor] | None:
         """Unsharded CPU weights (a collective: every rank must be called); rank 0 returns them.
 

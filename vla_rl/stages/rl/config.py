@@ -103,7 +103,10 @@ class TrainerConfig:
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
-      ``ray_address`` joins a running cluster. ``torch_threads`` per worker process.
+      ``ray_address`` joins a running cluster. ``torch_threads`` per worker process; ``actor_torch_threads``
+      per actor process (null: ``torch_threads``). The actors update while the env and rollout workers wait,
+      so the actors may use the cores those leave idle: on 2 cores, 2 actor threads updated MetaWorld MT10's
+      batch 1.23x (1.14-1.31) as fast as 1 (`vla-rl bench update --compare trainer.actor_torch_threads=1,2`).
     - ``placement``: custom Ray resources each worker of a group asks for, by group (``env_worker``,
       ``rollout_worker``, ``actor``), e.g. ``+trainer.placement.env_worker={sim_node: 1}`` puts the env workers
       on the nodes started with ``ray start --resources='{"sim_node": 8}'``.
@@ -136,6 +139,7 @@ class TrainerConfig:
     ray_num_cpus: int = 0
     ray_address: str | None = None
     torch_threads: int = 1
+    actor_torch_threads: int | None = None
     placement: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -143,7 +147,8 @@ class TrainerConfig:
 
         check_types(self)
         for name in ("iterations", "rollout_steps", "num_env_workers", "num_stages", "envs_per_stage",
-                     "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads", "max_env_steps"):
+                     "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads", "max_env_steps",
+                     "actor_torch_threads"):
             require(self, name, low=1)
         for name in ("eval_every", "checkpoint_every", "ray_num_cpus", "env_worker_cpus", "rollout_worker_cpus",
                      "actor_cpus", "actor_gpus", "rollout_gpus"):
@@ -169,6 +174,11 @@ class TrainerConfig:
     def resources_of(self, group: str) -> dict[str, float]:
         """The custom Ray resources each worker of ``group`` asks for (``placement``)."""
         return {name: float(amount) for name, amount in self.placement.get(group, {}).items()}
+
+    @property
+    def actor_threads(self) -> int:
+        """torch threads of each actor process: ``actor_torch_threads``, else ``torch_threads``."""
+        return self.actor_torch_threads or self.torch_threads
 
     @property
     def num_envs(self) -> int:

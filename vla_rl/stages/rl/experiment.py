@@ -233,7 +233,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
         actors = ActorGroup(
             trainer_cfg.actor_world_size, spec, algo.optim, algo.update,
             trainer_cfg.sharding, trainer_cfg.actor_cpus, trainer_cfg.actor_gpus, device,
-            trainer_cfg.torch_threads, trainer_cfg.resources_of("actor"),
+            trainer_cfg.actor_threads, trainer_cfg.resources_of("actor"),
         )  # fmt: skip
         from vla_rl.logging.trackers import make_trackers
 
