@@ -58,9 +58,22 @@ def derived_seed(*parts: Any) -> int:
 class Rollout:
     batch: TensorDict  # [N, T]
     instructions: list[str]  # instruction_id -> text
-    episodes: list[dict[str, Any]] = field(default_factory=list)  # finished episodes
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # finished episodes, in the order they ended
     env_steps: int = 0
     success: torch.Tensor | None = None  # (N,) per-row success (episodes mode)
+
+
+def episodes_from_reset(episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finished episodes that began at their env's reset at the start of the rollout: one per env.
+
+    Success rates, returns and lengths of the policy's episodes are measured on these alone. Every env resets
+    when a rollout starts, so its first episode is a fair draw. The episodes after it are not: in a window of
+    fixed length a quick episode leaves room for more, a slow one does not, so they overrepresent quick
+    episodes, which in manipulation are mostly successes. (A policy that succeeds 80% of the time, in 80
+    steps, and fails in 250 finishes about 91% successes in a 252-step window.) Episodes without the
+    ``from_reset`` mark count as from a reset.
+    """
+    return [episode for episode in episodes if episode.get("from_reset", True)]
 
 
 def rows_without_episode_end(batch: TensorDict) -> int:
@@ -139,6 +152,7 @@ class RolloutCollector:
             ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
         episodes: list[dict] = []
+        ended_envs: set[tuple[int, int]] = set()  # (stage, env index) of the envs whose reset episode has ended
         queued: deque = deque()  # steps sent to the env workers, oldest first
 
         def finish_oldest() -> None:
@@ -147,7 +161,10 @@ class RolloutCollector:
             with timer.phase(f"stage{s}/wait_for_env_step"):
                 result = self.env_group.step_wait(pending)
             records[s].append({"observation": observation[s], "actions": actions, "extras": extras, "result": result})
-            episodes.extend({**e, "stage": s} for e in result.finished_episodes)
+            for episode in result.finished_episodes:
+                env = (s, int(episode["env_index"]))
+                episodes.append({**episode, "stage": s, "from_reset": env not in ended_envs})
+                ended_envs.add(env)
             observation[s] = result.observation
 
         for t in range(num_steps):

@@ -35,6 +35,7 @@ from vla_rl.stages.rl.rollout import (
     Rollout,
     RolloutCollector,
     derived_seed,
+    episodes_from_reset,
     rollout_profile_table,
     rows_without_episode_end,
 )
@@ -143,9 +144,7 @@ class Trainer:
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1
             if self.samples_tasks:
-                self.state.task_success = task_sampling.updated_success(
-                    self.state.task_success, rollout.episodes, self.config.task_sampling.decay
-                )
+                self.update_task_success(rollout.episodes)
             eval_metrics = {}
             if self.config.eval_every and self.state.iteration % self.config.eval_every == 0:
                 with timer.phase("evaluate"):
@@ -244,6 +243,13 @@ class Trainer:
             accumulator.add(batch, rollout.success)
         episodes = [e for r in rollouts for e in r.episodes]
         return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts))
+
+    def update_task_success(self, episodes: list[dict[str, Any]]) -> None:
+        """Fold an iteration's finished episodes into each task's moving average of training success
+        (those from a reset only: :func:`~vla_rl.stages.rl.rollout.episodes_from_reset`)."""
+        self.state.task_success = task_sampling.updated_success(
+            self.state.task_success, episodes_from_reset(episodes), self.config.task_sampling.decay
+        )
 
     @property
     def samples_tasks(self) -> bool:
@@ -359,7 +365,7 @@ class Trainer:
             return
 
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
-        episodes = rollout.episodes
+        episodes = episodes_from_reset(rollout.episodes)  # the fair sample: success rates, returns, lengths
         metrics = {k if k.startswith(("train/", "eval/", "timing/")) else f"train/{k}": v for k, v in train.items()}
         if not self.algo.collection.one_episode_per_env:  # one episode per env: no window that cuts episodes
             metrics["train/rows_without_episode_end"] = float(self._check_rollout_window(rollout.batch))
@@ -369,7 +375,7 @@ class Trainer:
                 metrics[f"train/{task}/success_rate"] = float(np.mean([e["success"] for e in episodes if e.get("task") == task]))
             metrics["train/episode_return"] = float(np.mean([e["return"] for e in episodes]))
             metrics["train/episode_length"] = float(np.mean([e["length"] for e in episodes]))
-        metrics["train/episodes"] = float(len(episodes))
+        metrics["train/episodes"] = float(len(rollout.episodes))
         if self.samples_tasks:  # the envs this iteration gave each task, and the averages the next one uses
             for task in self.collector.tasks:
                 metrics[f"task_sampling/{task}/envs"] = float(self.state.env_tasks.count(task))
