@@ -105,8 +105,9 @@ class TrainerConfig:
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
       ``ray_address`` joins a running cluster. ``torch_threads`` per worker process; ``actor_torch_threads``
       per actor process (null: ``torch_threads``). The actors update while the env and rollout workers wait,
-      so the actors may use the cores those leave idle: on 2 cores, 2 actor threads updated MetaWorld MT10's
-      batch 1.23x (1.14-1.31) as fast as 1 (`vla-rl bench update --compare trainer.actor_torch_threads=1,2`).
+      so the actors may use the cores those leave idle: on 2 cores one actor with 2 threads updated MetaWorld
+      MT10's batch 1.25x (1.22-1.25) as fast as with 1, and as fast as two 1-thread FSDP ranks
+      (`vla-rl bench update experiment=metaworld_mt10 --compare trainer.actor_torch_threads=1,2`, docs/results.md).
     - ``placement``: custom Ray resources each worker of a group asks for, by group (``env_worker``,
       ``rollout_worker``, ``actor``), e.g. ``+trainer.placement.env_worker={sim_node: 1}`` puts the env workers
       on the nodes started with ``ray start --resources='{"sim_node": 8}'``.
