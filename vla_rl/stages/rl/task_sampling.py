@@ -4,7 +4,8 @@
 so each of the K tasks gets the same share of the env steps, solved or not. ``failure`` gives the envs
 (GRPO: the groups) of the next iteration to the tasks in proportion to how often they fail in training,
 ``max(1 - success, floor)``, where ``success`` is an exponential moving average of each task's training
-success over the finished episodes of past iterations. A task the policy has solved keeps ``floor``'s
+success over the episodes of past iterations that began at a reset (the trainer passes
+``rollout.episodes_from_reset``: the later episodes of a window overrepresent quick successes). A task the policy has solved keeps ``floor``'s
 share, so that fine-tuning the shared network for the others cannot make it forget that task unseen;
 every task keeps at least ``min_envs_per_task`` envs. The idea is that of prioritised level replay
 (Jiang et al. 2021, arXiv 2010.03934) and of the task schedules of multi-task RL, here in its simplest form.
