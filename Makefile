@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Tests and training never reach the internet, and use the malloc settings of PLATFORM_NOTES.md.
+# Tests and training never reach the internet, and use the malloc settings of docs/platform.md.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE ?= offline

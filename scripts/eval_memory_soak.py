@@ -6,7 +6,7 @@
 
 Builds the trainer's :class:`PeriodicEvaluation` for ``experiment=rl_only`` (2 episodes per task, videos as
 configured) in a temporary run folder and calls it with one set of weights; prints the RSS in MiB after each
-call and, last, the list as JSON. Run it with and without the malloc variables of PLATFORM_NOTES.md.
+call and, last, the list as JSON. Run it with and without the malloc variables of docs/platform.md.
 """
 
 from __future__ import annotations

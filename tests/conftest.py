@@ -1,4 +1,4 @@
-"""Test-wide settings: offline, headless, and the malloc settings of PLATFORM_NOTES.md."""
+"""Test-wide settings: offline, headless, and the malloc settings of docs/platform.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """robosuite tasks through the vla-rl env protocol (:mod:`envs.base`).
 
 One :class:`RobosuiteEnv` wraps one robosuite environment (rebuilt when ``reset`` switches the
-task). What it does beyond a thin wrapper, and why (see ``PLATFORM_NOTES.md``):
+task). What it does beyond a thin wrapper, and why (see ``docs/platform.md``):
 
 - Soft resets only (``hard_reset=False``): robosuite's hard reset rebuilds the model every episode,
   leaks 1.4-2.1 GB per 20 resets with its renderer and then renders noise.

@@ -44,7 +44,7 @@ def init_distributed(
     ``store``: :func:`open_rendezvous`'s in rank 0, :func:`connect_rendezvous`'s in the others (all ranks or
     none); without one every rank rendezvouses through ``MASTER_ADDR``/``MASTER_PORT``.
     The mesh is created on ``device``'s type explicitly: torch here is a CUDA build and would
-    otherwise choose a GPU where one exists (PLATFORM_NOTES.md).
+    otherwise choose a GPU where one exists (docs/platform.md).
     """
     os.environ["MASTER_ADDR"] = master_addr
     os.environ["MASTER_PORT"] = str(master_port)
@@ -60,7 +60,7 @@ def init_distributed(
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group; the barrier first, or the process can abort at exit (PLATFORM_NOTES.md)."""
+    """Leave the process group; the barrier first, or the process can abort at exit (docs/platform.md)."""
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

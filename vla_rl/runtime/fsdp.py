@@ -61,7 +61,7 @@ class ShardingConfig:
         return MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype], reduce_dtype=DTYPES[self.reduce_dtype])
 
     def offload(self) -> OffloadPolicy:
-        # pin_memory=False: the default pinned memory fails on a host without CUDA (PLATFORM_NOTES.md).
+        # pin_memory=False: the default pinned memory fails on a host without CUDA (docs/platform.md).
         return CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if self.cpu_offload else OffloadPolicy()
 
 

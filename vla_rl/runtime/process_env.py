@@ -7,7 +7,7 @@ import os
 import platform
 
 DEFAULTS = {
-    # Headless rendering (PLATFORM_NOTES.md: EGL works here, osmesa is not installed).
+    # Headless rendering (docs/platform.md).
     "MUJOCO_GL": "egl",
     "PYOPENGL_PLATFORM": "egl",
     # Never hang on a model hub that cannot be reached; local paths and packages still load.
@@ -91,7 +91,7 @@ def limit_malloc_arenas() -> bool:
     have at start-up; False where the C library is not glibc.
 
     Why: glibc gives threads arenas of their own (up to 8 per core), and with ``MALLOC_TRIM_THRESHOLD_`` set
-    high (PLATFORM_NOTES.md) none of them ever returns memory. The driver's in-training evaluation starts a
+    high (docs/platform.md) none of them ever returns memory. The driver's in-training evaluation starts a
     video-writer thread each time, and its RSS grew 10-13 MiB per evaluation without a cap, about 1 MiB with
     it (docs/results.md). Call it before threads start: glibc fixes the cap once it makes its ninth arena.
     """

@@ -3,7 +3,7 @@
 One :class:`ActorWorker` per data-parallel rank, each a Ray actor. Rank 0 is the rendezvous
 (its host and a free port); every rank builds the same policy from a :class:`PolicySpec`,
 shards it with FSDP2 (blocks, then root), and creates the optimizer after sharding (the
-optimizer state dict needs that order; PLATFORM_NOTES.md). The critic (``value_head``
+optimizer state dict needs that order; docs/platform.md). The critic (``value_head``
 parameters) gets its own parameter group and learning rate.
 """
 
