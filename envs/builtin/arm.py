@@ -56,14 +56,6 @@ def solve_ik_floats(x: float, y: float, z: float, gripper_yaw: float) -> tuple[f
     return (base_yaw, shoulder, elbow, wrist_pitch, wrist_roll)
 
 
-def forward_grip_position(joints: np.ndarray) -> np.ndarray:
-    """Grip site position (3,) for arm joints (5,), assuming the hand points down (closed form)."""
-    base_yaw, shoulder, elbow = joints[0], joints[1], joints[2]
-    radial = UPPER_ARM * math.sin(shoulder) + FOREARM * math.sin(shoulder + elbow)
-    up = SHOULDER_HEIGHT + UPPER_ARM * math.cos(shoulder) + FOREARM * math.cos(shoulder + elbow)
-    return np.array([radial * math.cos(base_yaw), radial * math.sin(base_yaw), up - GRIP_OFFSET])
-
-
 def wrap_angle(angle: float) -> float:
     """Angle wrapped into [-pi, pi)."""
     return (angle + math.pi) % (2.0 * math.pi) - math.pi

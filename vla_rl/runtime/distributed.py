@@ -64,11 +64,3 @@ def shutdown_distributed() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-
-
-def all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
-    """Sum over ranks (identity without a process group)."""
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        value = value.clone()
-        dist.all_reduce(value, op=dist.ReduceOp.SUM)
-    return value
