@@ -45,6 +45,33 @@ def test_truncation_is_reported_and_seeds_are_deterministic():
     assert not np.array_equal(runs[0][0], runs[0][1])  # the next episode has a new seed
 
 
+def test_auto_reset_episodes_after_a_seeded_reset_do_not_depend_on_what_the_envs_ran_before():
+    """A resumed run's fresh env workers draw the episodes an uninterrupted run's long-lived ones draw."""
+
+    def episode_starts(envs: ChunkedEnvs) -> list:
+        envs.reset(seeds=[11, 12])
+        starts = []
+        for _ in range(3):  # every step ends both episodes (4 steps each); auto-reset draws the next ones
+            starts.append(envs.step(np.zeros((2, 4, 2), np.float32)).observation["state"].tolist())
+        return starts
+
+    fresh = make_envs(2, auto_reset=True, max_episode_steps=4)
+    used = make_envs(2, auto_reset=True, max_episode_steps=4)
+    used.reset()
+    for _ in range(5):
+        used.step(np.zeros((2, 4, 2), np.float32))
+    used.reset(seeds=[3, 4])
+    used.step(np.zeros((2, 4, 2), np.float32))
+    starts = episode_starts(fresh)
+    assert episode_starts(used) == starts
+    assert len({str(s) for s in starts}) == 3  # each auto-reset draws a new episode
+    # the stream follows the seed: another seed, other episodes
+    other = make_envs(2, auto_reset=True, max_episode_steps=4)
+    other.reset(seeds=[11, 13])
+    assert other.step(np.zeros((2, 4, 2), np.float32)).observation["state"].tolist()[0] == starts[0][0]
+    assert other.step(np.zeros((2, 4, 2), np.float32)).observation["state"].tolist()[1] != starts[1][1]
+
+
 def test_without_auto_reset_an_ended_env_stays_inactive():
     envs = make_envs(2, auto_reset=False, max_episode_steps=2)
     envs.reset()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from vla_rl.stages.rl.rollout import derived_seed, rows_without_episode_end
+from vla_rl.runtime.seeds import derived_seed
+from vla_rl.stages.rl.rollout import rows_without_episode_end
 
 
 def _batch(terminated, truncated, mask=None):

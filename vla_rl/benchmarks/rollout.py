@@ -27,7 +27,8 @@ from omegaconf import DictConfig
 from vla_rl.benchmarks.compare import spread
 from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
 from vla_rl.runtime.ray_cluster import init_ray
-from vla_rl.stages.rl.rollout import RolloutCollector, derived_seed
+from vla_rl.runtime.seeds import derived_seed
+from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.rollout_worker import RolloutWorker
 

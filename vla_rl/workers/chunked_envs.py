@@ -10,8 +10,11 @@ the chunk is dropped). Two reset modes:
 - ``auto_reset=False`` (GRPO, one episode per env): an ended env stays ended; further
   chunks are ignored for it (``active`` is False) until the next ``reset``.
 
-Episode seeds are deterministic: env ``i`` of a stage draws its k-th episode with
-``seed = base_seed + i * 100_003 + k``, unless the caller passes seeds or initial states.
+Episode seeds are deterministic, and depend only on the last seed the caller passed: a reset with a
+seed ``s`` starts that env's stream of episode seeds, and the k-th episode after it (an auto-reset, or a
+reset without a seed) draws ``derived_seed(s, k)``. Before any seeded reset, env ``i`` of a stage starts
+from ``s = base_seed + i * 100_003``. So a rollout whose envs are reset with seeds of its iteration draws
+the same episodes whatever ran in these processes before (a resumed run's fresh env workers included).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from vla_rl.runtime.profiling import PhaseTimer
+from vla_rl.runtime.seeds import derived_seed
 
 #: Import paths (``module:function``) of the env registry's ``make`` and of the scripted experts' lookup. The
 #: workers name them as data and import them where they run; they import no env package themselves.
@@ -86,6 +90,8 @@ class ChunkedEnvs:
         self.envs = [make_env(index) for index in range(num_envs)]
         self.base_seed = base_seed
         self.auto_reset = auto_reset
+        # each env's stream of episode seeds: the seed it started from and the episodes drawn since
+        self.stream_seeds = [base_seed + index * 100_003 for index in range(num_envs)]
         self.episode_counts = np.zeros(num_envs, np.int64)
         self.active = np.zeros(num_envs, bool)
         self.returns = np.zeros(num_envs, np.float64)
@@ -106,10 +112,15 @@ class ChunkedEnvs:
     def num_envs(self) -> int:
         return len(self.envs)
 
-    def _next_seed(self, index: int) -> int:
-        seed = int(self.base_seed + index * 100_003 + int(self.episode_counts[index]))
+    def _next_seed(self, index: int, seed: int | None = None) -> int:
+        """The seed of env ``index``'s next episode: ``seed`` (which starts a new stream), else the next of the
+        env's stream (its start for the first episode, then ``derived_seed(start, k)``)."""
+        if seed is not None:
+            self.stream_seeds[index], self.episode_counts[index] = int(seed), 0
+        count = int(self.episode_counts[index])
         self.episode_counts[index] += 1
-        return seed
+        start = self.stream_seeds[index]
+        return start if count == 0 else derived_seed(start, count)
 
     def _reset_one(self, index: int, seed: int | None = None, init_state: Any = None, task: str | None = None):
         options: dict[str, Any] = {}
@@ -117,7 +128,7 @@ class ChunkedEnvs:
             options["init_state"] = init_state
         if task is not None:
             options["task"] = task
-        seed = self._next_seed(index) if seed is None else int(seed)
+        seed = self._next_seed(index, seed)
         observation, info = self.envs[index].reset(seed=seed, options=options or None)
         self.init_states[index] = info.get("init_state")
         self.tasks[index] = str(info.get("task", task or ""))

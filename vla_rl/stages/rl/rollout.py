@@ -28,7 +28,6 @@ The result is a ``TensorDict`` with batch dims ``[num_envs, num_steps]`` in the 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -43,15 +42,10 @@ from tensordict import TensorDict
 from vla_rl.algos.advantages import next_values_from
 from vla_rl.algos.algorithms import CONTINUING, Collection
 from vla_rl.runtime.profiling import PhaseTimer
+from vla_rl.runtime.seeds import derived_seed
 from vla_rl.workers.env_group import EnvWorkerGroup, concat_observations
 
 NOT_EXTRAS = ("log_prob", "value")
-
-
-def derived_seed(*parts: Any) -> int:
-    """A 31-bit seed from any parts (stable across processes and Python versions)."""
-    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 @dataclass

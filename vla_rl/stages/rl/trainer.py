@@ -29,12 +29,12 @@ from vla_rl.algos.groups import filter_groups_by_success_rate
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
+from vla_rl.runtime.seeds import derived_seed
 from vla_rl.stages.rl import task_sampling
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
 from vla_rl.stages.rl.rollout import (
     Rollout,
     RolloutCollector,
-    derived_seed,
     episodes_from_reset,
     rollout_profile_table,
     rows_without_episode_end,
@@ -105,6 +105,7 @@ class Trainer:
     def fit(self) -> TrainerState:
         if self.config.resume:
             self.resume()
+        self.collector.env_group.restarts = self.state.env_restarts  # counted over the run, not the process
         started, last_iteration_s = time.monotonic(), None
         first_iteration, first_env_steps = self.state.iteration, self.state.env_steps
         console = self.tracker.find(ConsoleTracker) if self.tracker is not None else None
