@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from vla_rl.logging.plotting import plot_run
-from vla_rl.stages.evaluation.metrics import fisher_exact_p, wilson_interval
+from vla_rl.stages.evaluation.metrics import fisher_exact_p, fisher_exact_p_greater, wilson_interval
 
 
 def table(run_dir: Path) -> str:
@@ -26,7 +26,9 @@ def table(run_dir: Path) -> str:
     sft, final = policies.get("sft", {}), policies.get("final", {})
     tasks = list((final or sft).get("tasks", {}))
     episodes = (final or sft).get("episodes_per_task", {})
-    lines = [f"**{summary['experiment']}** (seed {summary['seed']}; `{run_dir}`)", "",
+    split = summary.get("eval_split") or "dev"  # summaries before evaluation splits existed: the dev episodes
+    record = f"; record `{run_dir / summary['run_record']}`" if summary.get("run_record") else "; no run record"
+    lines = [f"**{summary['experiment']}** (seed {summary['seed']}; {split} split{record}; `{run_dir}`)", "",
              "| task | SFT success | after RL | episodes |", "|---|---|---|---|"]  # fmt: skip
     for task in tasks:
         lines.append(f"| {task} | {sft.get('tasks', {}).get(task, float('nan')):.2f} | "
@@ -52,7 +54,8 @@ def overall_statistics(sft: dict, final: dict) -> str:
     (a, n), (b, m) = successes_and_episodes(sft), successes_and_episodes(final)
     (sft_low, sft_high), (rl_low, rl_high) = wilson_interval(a, n), wilson_interval(b, m)
     return (f"SFT {a}/{n} = {a / n:.3f} (95% {sft_low:.3f}-{sft_high:.3f}) -> RL {b}/{m} = {b / m:.3f} "
-            f"(95% {rl_low:.3f}-{rl_high:.3f}); Fisher's exact p = {fisher_exact_p(a, n, b, m):.2g}.")  # fmt: skip
+            f"(95% {rl_low:.3f}-{rl_high:.3f}); Fisher's exact p = {fisher_exact_p(a, n, b, m):.2g} (two-sided), "
+            f"{fisher_exact_p_greater(b, m, a, n):.2g} (one-sided, RL improved it).")  # fmt: skip
 
 
 def main() -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 OVERRIDES_HELP = "Hydra config overrides, e.g. env.tasks=[lift] seed=3 (see configs/)"
 CONFIG_DIR_HELP = (
@@ -16,3 +20,26 @@ def add_config_arguments(parser: argparse.ArgumentParser, overrides_help: str = 
     """The Hydra overrides (positional) and ``--config-dir`` of a command that composes the config."""
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR", help=CONFIG_DIR_HELP)
     parser.add_argument("overrides", nargs="*", help=overrides_help)
+
+
+@contextlib.contextmanager
+def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = False) -> Iterator[Any]:
+    """``run.json`` in the command's run folder (:class:`~vla_rl.runtime.run_record.RunRecord`): written before
+    the work (after the ``record.plan`` check), updated by the block, finished when it ends or fails."""
+    from vla_rl.runtime.run_record import RunRecord
+
+    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg).start(resume=resume)
+    print(f"run record: {record.path}")
+    try:
+        yield record
+    except BaseException as error:
+        record.finish(error)
+        raise
+    record.finish()
+
+
+def record_path(cfg: Any, command: str) -> Path:
+    """Where :func:`recording` writes the record of ``command``."""
+    from vla_rl.runtime.run_record import RECORD_FILE, folder_of
+
+    return folder_of(cfg, command) / RECORD_FILE
