@@ -75,7 +75,7 @@ def test_train_writes_a_complete_record_that_the_results_point_at(tiny_train_run
 def test_reproduce_says_identical_then_reports_a_planted_difference(tiny_train_run, tmp_path, capsys, load_script):
     assert main(["reproduce", str(tiny_train_run), "--run-dir", str(tmp_path / "again")]) == 0
     out = capsys.readouterr().out
-    assert "identical" in out and (tmp_path / "again" / RECORD_FILE).is_file()
+    assert out.splitlines()[-1].startswith("identical: ") and (tmp_path / "again" / RECORD_FILE).is_file()
     assert read_record(tmp_path / "again")[0]["argv"][-1] == f"run_dir={tmp_path / 'again'}"
     # A published copy (record and results, no checkpoints) reproduces as well...
     published = tmp_path / "docs" / "study" / "seed0"
@@ -88,7 +88,8 @@ def test_reproduce_says_identical_then_reports_a_planted_difference(tiny_train_r
     summary_path.write_text(json.dumps(summary))
     assert main(["reproduce", str(published / RECORD_FILE), "--run-dir", str(tmp_path / "third")]) == 1
     out = capsys.readouterr().out
-    assert "summary.json: policies.sft.successes 1 != 0" in out and "identical" not in out
+    assert "summary.json: policies.sft.successes 1 != 0" in out
+    assert not any(line.startswith("identical") for line in out.splitlines())
 
 
 def test_reproduce_refuses_another_commit_unless_told(tiny_train_run, tmp_path, capsys):
@@ -104,6 +105,19 @@ def test_reproduce_refuses_another_commit_unless_told(tiny_train_run, tmp_path, 
     assert "warning (--allow-commit-mismatch): commit" in capsys.readouterr().out
 
 
+def test_reproduce_results_script_reruns_the_records_it_is_given(tiny_train_run, tmp_path):
+    import os
+    import sys
+
+    environment = {**os.environ, "VLA_RL": f"{sys.executable} -m vla_rl.cli", "REPRODUCE_ROOT": str(tmp_path / "re"),
+                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    done = subprocess.run([str(REPO / "scripts" / "reproduce_results.sh"), str(tiny_train_run / RECORD_FILE)],
+                          env=environment, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == f"identical  {tiny_train_run}"
+    assert list((tmp_path / "re").rglob(RECORD_FILE))
+
+
 def test_eval_records_itself_and_reproduces(tmp_path, capsys):
     output = tmp_path / "eval"
     assert main([*TINY_EVAL, "eval.split=dev", f"eval.output={output}"]) == 0
@@ -114,7 +128,7 @@ def test_eval_records_itself_and_reproduces(tmp_path, capsys):
     assert record["evaluation"]["seeds"] == eval_info["seeds"] and record["evaluation"]["split"] == "dev"
     assert record["outputs"]["eval_info"] == "eval_info.json"
     assert main(["reproduce", str(output), "--run-dir", str(tmp_path / "again")]) == 0
-    assert "identical" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-1].startswith("identical: ")
 
 
 def test_reproduce_names_a_missing_or_foreign_record(tmp_path, capsys):
