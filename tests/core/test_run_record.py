@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,10 +38,12 @@ def _git(*args: str, cwd: Path = REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
-@pytest.fixture
-def tiny_train_run(tmp_path):
-    run_dir = tmp_path / "run"
-    assert main([*TINY_TRAIN, f"collect.output={tmp_path / 'demos'}", f"run_dir={run_dir}"]) == 0
+@pytest.fixture(scope="module")
+def tiny_train_run(tmp_path_factory):
+    """One tiny `vla-rl train` run for the tests of this module (a test that changes it works on a copy)."""
+    root = tmp_path_factory.mktemp("tiny_train")
+    run_dir = root / "run"
+    assert main([*TINY_TRAIN, f"collect.output={root / 'demos'}", f"run_dir={run_dir}"]) == 0
     return run_dir
 
 
@@ -93,6 +96,7 @@ def test_reproduce_says_identical_then_reports_a_planted_difference(tiny_train_r
 
 
 def test_reproduce_refuses_another_commit_unless_told(tiny_train_run, tmp_path, capsys):
+    tiny_train_run = Path(shutil.copytree(tiny_train_run, tmp_path / "copy"))
     record_path = tiny_train_run / RECORD_FILE
     record = json.loads(record_path.read_text())
     record["git"]["commit"] = "0" * 40
