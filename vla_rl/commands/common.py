@@ -28,12 +28,20 @@ def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = F
     the work (after the ``record.plan`` check), updated by the block, finished when it ends or fails."""
     from vla_rl.runtime.run_record import RunRecord
 
-    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg).start(resume=resume)
+    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg)
+    existed = record.folder.exists()
+    record.start(resume=resume)
     print(f"run record: {record.path}")
     try:
         yield record
     except BaseException as error:
-        record.finish(error)
+        if [p.name for p in record.folder.iterdir()] == [record.path.name] and not resume:
+            # Refused before writing anything (e.g. no demonstrations): no run to record, leave no folder.
+            record.path.unlink()
+            if not existed:
+                record.folder.rmdir()
+        else:
+            record.finish(error)
         raise
     record.finish()
 
