@@ -30,7 +30,7 @@ def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = F
 
     record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg)
     existed = record.folder.exists()
-    record.start(resume=resume)
+    record.start(resume=resume, evaluation=evaluation_protocol(cfg, command))
     print(f"run record: {record.path}")
     try:
         yield record
@@ -51,3 +51,28 @@ def record_path(cfg: Any, command: str) -> Path:
     from vla_rl.runtime.run_record import RECORD_FILE, folder_of
 
     return folder_of(cfg, command) / RECORD_FILE
+
+
+def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
+    """How the command evaluates (split, base seed, episodes per task, deterministic, tasks, every reset seed);
+    None for a command that does not evaluate."""
+    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
+    if command not in ("train", "eval") or (command == "train" and "eval" not in stages and "rl" not in stages):
+        return None
+    from envs.registry import resolve
+    from vla_rl.config import resolve_tasks
+    from vla_rl.stages.evaluation.metrics import evaluation_seed
+
+    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
+    split, episodes, seed = str(cfg.eval.split), int(cfg.eval.episodes_per_task), int(cfg.seed)
+    protocol: dict[str, Any] = {
+        "final": command == "eval" or "eval" in stages,
+        "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": bool(cfg.eval.deterministic),
+        "policy": str(cfg.eval.policy) if command == "eval" else "the sft and final policies of the run",
+        "tasks": list(tasks),
+        "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
+    }  # fmt: skip
+    if command == "train" and "rl" in stages:
+        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.get("eval_every"),
+                                "episodes_per_task": cfg.trainer.get("eval_episodes_per_task")}  # fmt: skip
+    return protocol

@@ -201,31 +201,6 @@ def environment() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENVIRONMENT_PREFIXES)}
 
 
-def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
-    """How the command evaluates (split, base seed, episodes per task, deterministic, tasks, every reset seed);
-    None for a command that does not evaluate."""
-    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
-    if command not in ("train", "eval") or (command == "train" and "eval" not in stages and "rl" not in stages):
-        return None
-    from envs.registry import resolve
-    from vla_rl.config import resolve_tasks
-    from vla_rl.stages.evaluation.metrics import evaluation_seed
-
-    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
-    split, episodes, seed = str(cfg.eval.split), int(cfg.eval.episodes_per_task), int(cfg.seed)
-    protocol: dict[str, Any] = {
-        "final": command == "eval" or "eval" in stages,
-        "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": bool(cfg.eval.deterministic),
-        "policy": str(cfg.eval.policy) if command == "eval" else "the sft and final policies of the run",
-        "tasks": list(tasks),
-        "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
-    }  # fmt: skip
-    if command == "train" and "rl" in stages:
-        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.get("eval_every"),
-                                "episodes_per_task": cfg.trainer.get("eval_episodes_per_task")}  # fmt: skip
-    return protocol
-
-
 def seeds_of(cfg: Any) -> dict[str, int]:
     found = {"seed": int(cfg.seed)}
     if "collect" in cfg and "seed" in cfg.collect:
@@ -280,10 +255,11 @@ class RunRecord:
             "config": OmegaConf.to_container(cfg, resolve=True),
         }
 
-    def start(self, resume: bool = False) -> RunRecord:
+    def start(self, resume: bool = False, evaluation: dict[str, Any] | None = None) -> RunRecord:
         """Check the plan, gather the facts, write ``run.json`` (``status: running``).
 
         ``resume``: the command continues an earlier run of this folder; its record is kept as ``resumed_from``.
+        ``evaluation``: how the command evaluates (split, seeds, ...; the entry layer knows the env's tasks).
 
         Raises:
             RecordError: ``record.plan`` is set but not committed (nothing is written then).
@@ -298,7 +274,7 @@ class RunRecord:
         document["numerics"] = numerics()
         document["machine"] = machine()
         document["environment"] = environment()
-        document["evaluation"] = evaluation_protocol(self.cfg, document["command"])
+        document["evaluation"] = evaluation
         if resume and self.path.is_file():
             document["resumed_from"] = json.loads(self.path.read_text())
         self._started = datetime.datetime.now(datetime.timezone.utc)
