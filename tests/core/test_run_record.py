@@ -179,3 +179,19 @@ def test_a_run_with_an_uncommitted_plan_does_not_start(tmp_path, capsys):
     recorded = read_record(output)[0]["plan"]
     assert recorded["path"] == "docs/results/PLAN_TEMPLATE.md"
     assert recorded["commit"] == _git("log", "-1", "--format=%H", "--", "docs/results/PLAN_TEMPLATE.md")
+
+
+def test_collect_and_sft_record_themselves_and_reproduce(tmp_path, capsys):
+    demos, sft = tmp_path / "demos", tmp_path / "sft"
+    scene = ["env.tasks=[reach]", "env.kwargs.image_size=32"]
+    assert main(["collect", *scene, "collect.episodes_per_task=2", f"collect.output={demos}"]) == 0
+    assert main(["sft", *scene, "policy=gaussian", "policy.embedding_dim=64", f"sft.dataset={demos}",
+                 f"sft.output={sft}", "sft.max_steps=3", "sft.batch_size=4", "sft.show_progress=false"]) == 0  # fmt: skip
+    collected, trained = read_record(demos)[0], read_record(sft)[0]
+    assert collected["command"] == "collect" and collected["outputs"]["statistics"] == "stats.json"
+    assert trained["command"] == "sft" and trained["outputs"]["metrics"] == "sft_metrics.jsonl"
+    assert collected["evaluation"] is None and trained["status"] == "completed"
+    capsys.readouterr()
+    for folder in (demos, sft):
+        assert main(["reproduce", str(folder), "--run-dir", str(tmp_path / f"{folder.name}_again")]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].startswith("identical: ")
