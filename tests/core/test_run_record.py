@@ -173,6 +173,8 @@ def test_a_run_with_an_uncommitted_plan_does_not_start(tmp_path, capsys):
     plan = REPO / "docs" / "results" / "PLAN_TEMPLATE.md"
     output = tmp_path / "eval"
     assert main([*TINY_EVAL, f"record.plan={tmp_path / 'plan.md'}", f"eval.output={output}"]) == 2
+    assert "record error: 'record.plan'" in capsys.readouterr().err and not output.exists()
+    assert main([*TINY_EVAL, f"+plan={tmp_path / 'plan.md'}", f"eval.output={output}"]) == 2  # the shorthand
     assert "record error: 'record.plan'" in capsys.readouterr().err and not (output / "eval_info.json").exists()
     # The committed template is accepted, and the record names the commit that last touched it.
     assert main([*TINY_EVAL, f"record.plan={plan}", f"eval.output={output}"]) == 0

@@ -49,7 +49,7 @@ class RecordConfig:
     """``record``.
 
     - ``plan``: the committed plan of the study this run belongs to (``docs/results/<study>/plan.md``); the
-      record names it and the commit that last touched it. The command refuses to start when the file is
+      record names it and the commit that last touched it. ``+plan=PATH`` on the command line says the same. The command refuses to start when the file is
       untracked or has uncommitted changes: a plan is written down before its runs.
     """
 
@@ -266,7 +266,10 @@ class RunRecord:
         """
         from omegaconf import OmegaConf
 
-        plan = OmegaConf.select(self.cfg, "record.plan")
+        plan, shorthand = OmegaConf.select(self.cfg, "record.plan"), OmegaConf.select(self.cfg, "plan")
+        if plan and shorthand and str(plan) != str(shorthand):
+            raise RecordError(f"'record.plan'={plan!r} and '+plan'={shorthand!r} name different plans; give one")
+        plan = plan or shorthand
         document = self.document
         document["git"] = git_state()
         document["plan"] = plan_state(str(plan)) if plan else None
