@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# Runs every experiment of the README's results section, one after the other, then prints the tables.
-# Each takes up to 30 minutes on a 2-core CPU. Usage: scripts/reproduce_results.sh [experiment ...]
-set -euo pipefail
+# Reruns published runs from their records and says, for each, whether it reproduced: `vla-rl reproduce` on
+# every run.json under docs/results/ (or on the records or run folders given), each into
+# outputs/reproduce/<time>/<its path>. Exit status 0 only when every run is identical.
+# Usage: scripts/reproduce_results.sh [RECORD_OR_FOLDER ...]
+# (VLA_RL="python -m vla_rl.cli" chooses the CLI; REPRODUCE_ROOT another folder than outputs/reproduce)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-make venv
-experiments=("$@")
-if [ ${#experiments[@]} -eq 0 ]; then
-  experiments=(flow_residual_pixels_ppo flow_residual_ppo flow_residual_keypoints_ppo flow_sde_ppo flow_noise_ppo flow_grpo diffusion_ppo gaussian_ppo flow_steered_ppo)
+if [ -z "${VLA_RL:-}" ]; then
+  if [ -x .venv/bin/vla-rl ]; then VLA_RL=.venv/bin/vla-rl; else VLA_RL=vla-rl; fi
 fi
-runs=()
-for experiment in "${experiments[@]}"; do
-  .venv/bin/vla-rl train "experiment=${experiment}"
-  runs+=("outputs/${experiment}")
+records=("$@")
+if [ ${#records[@]} -eq 0 ]; then
+  mapfile -t records < <(find docs/results -name run.json -not -path '*/.*' | sort)
+fi
+if [ ${#records[@]} -eq 0 ]; then
+  echo "no run records (run.json) under docs/results; publish runs with scripts/publish_run.py" >&2
+  exit 2
+fi
+stamp=$(date +%Y%m%d-%H%M%S)
+failed=0
+summary=()
+for record in "${records[@]}"; do
+  folder=${record%/run.json}
+  target="${REPRODUCE_ROOT:-outputs/reproduce}/${stamp}/${folder#docs/results/}"
+  $VLA_RL reproduce "$record" --run-dir "$target"
+  code=$?
+  case $code in
+    0) summary+=("identical  $folder") ;;
+    1) summary+=("DIFFERS    $folder (rerun in $target)"); failed=1 ;;
+    *) summary+=("NOT RERUN  $folder (exit status $code)"); failed=1 ;;
+  esac
 done
-.venv/bin/python scripts/results_table.py "${runs[@]}" --plots docs/results
+printf '%s\n' "${summary[@]}"
+exit $failed

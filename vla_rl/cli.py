@@ -1,4 +1,4 @@
-"""The `vla-rl` command: train | eval | collect | sft | bench | envs | policies | plot | config.
+"""The `vla-rl` command: train | eval | collect | sft | reproduce | bench | envs | policies | plot | config.
 
 Each subcommand lives in its own module under :mod:`vla_rl.commands`. Commands that take
 a config accept Hydra overrides after their name, e.g.
@@ -33,9 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_runtime_defaults()
     limit_malloc_arenas()
     from vla_rl.config import searching_config_dirs
+    from vla_rl.runtime.run_record import RecordError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    args.argv = argv  # for the run record (run.json)
     if extra and (any(a.startswith("-") for a in extra) or not hasattr(args, "overrides")):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if extra:  # overrides after an option (`--config-dir DIR`): argparse leaves them over
@@ -45,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.func(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
+        return 2
+    except RecordError as error:
+        print(f"record error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

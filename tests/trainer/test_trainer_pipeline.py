@@ -39,6 +39,11 @@ def check_run(run_dir: Path) -> None:
         info = json.loads((run_dir / "eval" / name / "eval_info.json").read_text())
         assert info["overall"]["episodes"] == 2
         assert info["tasks"][next(iter(info["tasks"]))]["videos"]["episodes"]
+        assert info["run_record"] == "../../run.json" and info["settings"]["split"] == "test"
+    # Both policies were scored on the same test episodes, so the summary tests final against SFT.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["final_vs_sft"]["same_episodes"] and 0 < summary["final_vs_sft"]["fisher_p_rl_improved"] <= 1
+    assert json.loads((run_dir / "run.json").read_text())["stage_seconds"].keys() == {"collect", "sft", "rl", "eval"}
 
 
 def test_default_workflow_on_the_builtin_suite(ray_session, tmp_path):

@@ -8,6 +8,7 @@ COMMAND_MODULES = (
     "vla_rl.commands.eval",
     "vla_rl.commands.collect",
     "vla_rl.commands.sft",
+    "vla_rl.commands.reproduce",
     "vla_rl.commands.bench",
     "vla_rl.commands.envs",
     "vla_rl.commands.policies",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vla_rl.commands.common import add_config_arguments
+from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -15,19 +15,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
     cfg = load_config(args.overrides)
     entry, _ = resolve(cfg.env.id)
     tasks = resolve_tasks(cfg.env, entry.tasks)
-    result = collect_demonstrations(
-        env_id=str(cfg.env.id),
-        tasks=tasks,
-        env_kwargs=env_kwargs(cfg.env),
-        output=cfg.collect.output,
-        episodes_per_task=cfg.collect.episodes_per_task,
-        noise_std=float(cfg.collect.noise_std),
-        keep_failed=bool(cfg.collect.keep_failed),
-        max_attempts_per_episode=int(cfg.collect.max_attempts_per_episode),
-        valid_fraction=float(cfg.collect.valid_fraction),
-        seed=int(cfg.collect.seed),
-        target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
-    )
+    with recording(args, cfg, "collect") as record:
+        result = collect_demonstrations(
+            env_id=str(cfg.env.id),
+            tasks=tasks,
+            env_kwargs=env_kwargs(cfg.env),
+            output=cfg.collect.output,
+            episodes_per_task=cfg.collect.episodes_per_task,
+            noise_std=float(cfg.collect.noise_std),
+            keep_failed=bool(cfg.collect.keep_failed),
+            max_attempts_per_episode=int(cfg.collect.max_attempts_per_episode),
+            valid_fraction=float(cfg.collect.valid_fraction),
+            seed=int(cfg.collect.seed),
+            target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
+        )
+        record.add_output("demonstrations", result.dataset_path)
+        record.add_output("statistics", result.stats_path)
     print(f"demonstrations: {result.dataset_path}")
     print(f"statistics:     {result.stats_path}")
     if result.target_frames_path:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 OVERRIDES_HELP = "Hydra config overrides, e.g. env.tasks=[lift] seed=3 (see configs/)"
 CONFIG_DIR_HELP = (
@@ -16,3 +20,59 @@ def add_config_arguments(parser: argparse.ArgumentParser, overrides_help: str = 
     """The Hydra overrides (positional) and ``--config-dir`` of a command that composes the config."""
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR", help=CONFIG_DIR_HELP)
     parser.add_argument("overrides", nargs="*", help=overrides_help)
+
+
+@contextlib.contextmanager
+def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = False) -> Iterator[Any]:
+    """``run.json`` in the command's run folder (:class:`~vla_rl.runtime.run_record.RunRecord`): written before
+    the work (after the ``record.plan`` check), updated by the block, finished when it ends or fails."""
+    from vla_rl.runtime.run_record import RunRecord
+
+    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg)
+    existed = record.folder.exists()
+    record.start(resume=resume, evaluation=evaluation_protocol(cfg, command))
+    print(f"run record: {record.path}")
+    try:
+        yield record
+    except BaseException as error:
+        if [p.name for p in record.folder.iterdir()] == [record.path.name] and not resume:
+            # Refused before writing anything (e.g. no demonstrations): no run to record, leave no folder.
+            record.path.unlink()
+            if not existed:
+                record.folder.rmdir()
+        else:
+            record.finish(error)
+        raise
+    record.finish()
+
+
+def record_path(cfg: Any, command: str) -> Path:
+    """Where :func:`recording` writes the record of ``command``."""
+    from vla_rl.runtime.run_record import RECORD_FILE, folder_of
+
+    return folder_of(cfg, command) / RECORD_FILE
+
+
+def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
+    """How the command evaluates (split, base seed, episodes per task, deterministic, tasks, every reset seed);
+    None for a command that does not evaluate."""
+    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
+    if command not in ("train", "eval") or (command == "train" and "eval" not in stages and "rl" not in stages):
+        return None
+    from envs.registry import resolve
+    from vla_rl.config import resolve_tasks
+    from vla_rl.stages.evaluation.metrics import evaluation_seed
+
+    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
+    split, episodes, seed = str(cfg.eval.split), int(cfg.eval.episodes_per_task), int(cfg.seed)
+    protocol: dict[str, Any] = {
+        "final": command == "eval" or "eval" in stages,
+        "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": bool(cfg.eval.deterministic),
+        "policy": str(cfg.eval.policy) if command == "eval" else "the sft and final policies of the run",
+        "tasks": list(tasks),
+        "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
+    }  # fmt: skip
+    if command == "train" and "rl" in stages:
+        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.get("eval_every"),
+                                "episodes_per_task": cfg.trainer.get("eval_episodes_per_task")}  # fmt: skip
+    return protocol

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vla_rl.commands.common import add_config_arguments
+from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -16,14 +16,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.overrides)
     try:
-        document, path = evaluate_from_config(cfg, str(cfg.eval.policy), Path(str(cfg.eval.output)))
+        with recording(args, cfg, "eval") as record:
+            document, path = evaluate_from_config(cfg, str(cfg.eval.policy), Path(str(cfg.eval.output)), record.path)
+            record.add_output("eval_info", path)
     except PolicyLoadError as error:
         print(f"vla-rl eval: {error}", file=sys.stderr)
         return 2
     for task, summary in document["tasks"].items():
         print_summary(task, summary)
     print_summary("overall", document["overall"])
-    print(f"eval_info: {path}")
+    print(f"eval_info: {path} ({cfg.eval.split} split)")
     return 0
 
 

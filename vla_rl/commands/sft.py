@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vla_rl.commands.common import add_config_arguments
+from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
@@ -20,15 +20,18 @@ def cmd_sft(args: argparse.Namespace) -> int:
     section = cfg.sft
     sft_config = read_sft_section(section)
     try:
-        result = run_sft(
-            policy_config=OmegaConf.to_container(cfg.policy, resolve=True),
-            env_id=str(cfg.env.id),
-            env_kwargs=env_kwargs(cfg.env),
-            dataset=str(section.dataset),
-            output_dir=str(section.output),
-            sft_config=sft_config,
-            seed=int(cfg.seed),
-        )
+        with recording(args, cfg, "sft") as record:
+            result = run_sft(
+                policy_config=OmegaConf.to_container(cfg.policy, resolve=True),
+                env_id=str(cfg.env.id),
+                env_kwargs=env_kwargs(cfg.env),
+                dataset=str(section.dataset),
+                output_dir=str(section.output),
+                sft_config=sft_config,
+                seed=int(cfg.seed),
+            )
+            record.add_output("policy", result.policy_dir)
+            record.add_output("metrics", result.metrics_path)
     except DatasetError as error:
         print(f"vla-rl sft: {error}", file=sys.stderr)
         return 2

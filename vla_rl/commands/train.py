@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vla_rl.commands.common import add_config_arguments
+from vla_rl.commands.common import add_config_arguments, recording
 
 
 def train_overrides(overrides: list[str]) -> list[str]:
@@ -15,12 +15,17 @@ def train_overrides(overrides: list[str]) -> list[str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from vla_rl.config import load_config, validate_train_config
-    from vla_rl.stages.pipeline import run_experiment
+    from vla_rl.stages.pipeline import check_resumable, read_progress, run_experiment
 
     cfg = load_config(train_overrides(list(args.overrides)))
     validate_train_config(cfg)
-    run_experiment(cfg)
+    if bool(cfg.trainer.resume):  # before the record: a refused resume leaves the folder as it was
+        check_resumable(Path(cfg.run_dir), read_progress(Path(cfg.run_dir)))
+    with recording(args, cfg, "train", resume=bool(cfg.trainer.resume)) as record:
+        run_experiment(cfg, record)
     return 0
 
 

@@ -234,6 +234,10 @@ def validate_config(cfg: DictConfig) -> None:
         validate_policy_section(cfg.policy)
     if "eval" in cfg:
         read_section(cfg, "eval", EvalConfig)
+    if "record" in cfg:
+        from vla_rl.runtime.run_record import RecordConfig
+
+        read_section(cfg, "record", RecordConfig)
     if "algo" in cfg and "trainer" in cfg:
         from vla_rl.stages.rl.config import validate_rl_sections
 

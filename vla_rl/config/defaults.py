@@ -3,7 +3,8 @@
 Each knob's default is defined once, in its dataclass (``algo``: :class:`~vla_rl.stages.rl.config.AlgoConfig`
 with ``update`` and ``optim``; ``trainer``: :class:`~vla_rl.stages.rl.config.TrainerConfig` with ``sharding``;
 ``sft``: :class:`~vla_rl.stages.sft.config.SFTConfig`; ``collect``: :class:`~vla_rl.stages.collect.CollectConfig`;
-``eval``: :class:`~vla_rl.stages.evaluation.config.EvalConfig`). :func:`register_defaults` stores those defaults as the
+``eval``: :class:`~vla_rl.stages.evaluation.config.EvalConfig`; ``record``:
+:class:`~vla_rl.runtime.run_record.RecordConfig`). :func:`register_defaults` stores those defaults as the
 Hydra config ``vla_rl_defaults``, which ``configs/config.yaml`` lists first: the yaml files of the groups
 and the experiments then only override, and every key exists for a command-line override.
 """
@@ -29,14 +30,15 @@ def plain(instance: Any) -> Any:
 
 
 def section_defaults() -> dict[str, Any]:
-    """``{"algo": ..., "trainer": ..., "sft": ..., "collect": ..., "eval": ...}``: each section's dataclass defaults."""
+    """``{"algo": ..., "trainer": ..., "sft": ..., "collect": ..., "eval": ..., "record": ...}``: each section's dataclass defaults."""
+    from vla_rl.runtime.run_record import RecordConfig
     from vla_rl.stages.collect import CollectConfig
     from vla_rl.stages.evaluation.config import EvalConfig
     from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
     from vla_rl.stages.sft.config import SFTConfig
 
     return {"algo": plain(AlgoConfig()), "trainer": plain(TrainerConfig()), "sft": plain(SFTConfig()),
-            "collect": plain(CollectConfig()), "eval": plain(EvalConfig())}  # fmt: skip
+            "collect": plain(CollectConfig()), "eval": plain(EvalConfig()), "record": plain(RecordConfig())}  # fmt: skip
 
 
 def dataclass_defaults(cls: type) -> dict[str, Any]:

@@ -6,7 +6,8 @@
 - ``rl``: PPO/GRPO with the worker groups (:mod:`vla_rl.stages.rl.experiment`, :mod:`vla_rl.stages.rl.trainer`).
 - ``eval``: evaluation of the final policy with videos.
 
-Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/config.yaml``.
+Every stage writes under ``run_dir``; the resolved config is saved as ``run_dir/config.yaml``, the run record
+(`vla-rl train`) as ``run_dir/run.json`` (:mod:`vla_rl.runtime.run_record`), and ``summary.json`` points at it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 import policies  # noqa: F401
 from vla_rl.config import ConfigError
 from vla_rl.runtime.process_env import numerics_report
+from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.sft.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,8 @@ def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
         folders.pop("final")
     if not folders:
         raise ConfigError("'experiment.stages': eval needs a policy from an earlier sft or rl stage")
-    state["eval"] = evaluate_policy_folders(cfg, folders, run_dir / "eval")
+    record = run_dir / RECORD_FILE
+    state["eval"] = evaluate_policy_folders(cfg, folders, run_dir / "eval", record if record.is_file() else None)
 
 
 def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
@@ -125,9 +128,10 @@ def check_resumable(run_dir: Path, progress: dict[str, Any]) -> None:
     )
 
 
-def run_experiment(cfg: DictConfig) -> dict[str, Any]:
+def run_experiment(cfg: DictConfig, record: Any = None) -> dict[str, Any]:
     """Run ``experiment.stages`` in order; returns what they produced (e.g. ``policy``: the final policy folder).
 
+    ``record``: the run's :class:`~vla_rl.runtime.run_record.RunRecord`, told each stage's wall time.
     With ``trainer.resume=true`` the stages of :data:`SKIPPED_ONCE_DONE` that completed in an earlier run
     of ``run_dir`` are skipped, and RL continues from its latest checkpoint.
     """
@@ -154,24 +158,58 @@ def run_experiment(cfg: DictConfig) -> dict[str, Any]:
         started = time.perf_counter()
         STAGES[stage](cfg, run_dir, state)
         seconds[stage] = time.perf_counter() - started
+        if record is not None:
+            record.stage_done(stage, seconds[stage])
         progress["completed"] = [*[s for s in progress["completed"] if s != stage], stage]
         write_json_atomic(run_dir / PROGRESS_FILE, progress)
-        write_summary(run_dir, cfg, state, seconds)
+        summary = write_summary(run_dir, cfg, state, seconds)
+        if record is not None:
+            record.add_output("summary", summary)
     print(f"[{cfg.experiment.name}] done in {sum(seconds.values()) / 60:.1f} min; summary: {run_dir / 'summary.json'}")
     return state
 
 
 def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds: dict[str, float]) -> Path:
-    """``run_dir/summary.json``: stage wall times, env steps, and per-task success of the SFT and final policies."""
+    """``run_dir/summary.json``: stage wall times, env steps, per-task success of the SFT and final policies
+    (with the split, successes/episodes and Wilson 95% interval), Fisher's exact test of final against SFT
+    when both were scored on the same episodes, and ``run_record`` (run.json, relative to ``run_dir``)."""
+    record = run_dir / RECORD_FILE
     summary: dict[str, Any] = {"experiment": str(cfg.experiment.name), "seed": int(cfg.seed), "stage_seconds": seconds,
                                "env_steps": state.get("env_steps"), "rl_iterations": state.get("rl_iterations"),
-                               "numerics": numerics_report(), "policies": {}}  # fmt: skip
-    for name, document in state.get("eval", {}).items():
+                               "numerics": numerics_report(), "run_record": RECORD_FILE if record.is_file() else None,
+                               "eval_split": None, "policies": {}}  # fmt: skip
+    documents = state.get("eval", {})
+    for name, document in documents.items():
+        overall = document["overall"]
+        summary["eval_split"] = document["settings"].get("split", "dev")
         summary["policies"][name] = {
-            "overall": document["overall"]["success_rate"],
+            "overall": overall["success_rate"],
             "tasks": {task: s["success_rate"] for task, s in document["tasks"].items()},
             "episodes_per_task": {task: s["episodes"] for task, s in document["tasks"].items()},
+            "split": document["settings"].get("split", "dev"),
+            "successes": overall["successes"],
+            "episodes": overall["episodes"],
+            "success_ci95": overall["success_ci95"],
         }
+    if "sft" in documents and "final" in documents:
+        summary["final_vs_sft"] = final_against_sft(documents["final"], documents["sft"])
     path = run_dir / "summary.json"
     write_json_atomic(path, summary)
     return path
+
+
+def final_against_sft(final: dict[str, Any], sft: dict[str, Any]) -> dict[str, Any]:
+    """Fisher's exact test of the final policy's overall success against the SFT policy's, both two-sided and
+    one-sided ("RL improved it": final > SFT); only when both were scored on the same episodes (split and
+    every reset seed), else ``same_episodes: false`` and no p-values."""
+    from vla_rl.stages.evaluation.metrics import fisher_exact_p, fisher_exact_p_greater
+
+    split = final["settings"].get("split", "dev")
+    same = split == sft["settings"].get("split", "dev") and final["seeds"] == sft["seeds"]
+    a, n_a = final["overall"]["successes"], final["overall"]["episodes"]
+    b, n_b = sft["overall"]["successes"], sft["overall"]["episodes"]
+    comparison: dict[str, Any] = {"split": split, "same_episodes": same, "final": f"{a}/{n_a}", "sft": f"{b}/{n_b}"}
+    if same:
+        comparison["fisher_p_two_sided"] = fisher_exact_p(a, n_a, b, n_b)
+        comparison["fisher_p_rl_improved"] = fisher_exact_p_greater(a, n_a, b, n_b)
+    return comparison

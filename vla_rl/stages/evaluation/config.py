@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vla_rl.fields import FieldError, check_types, require
+from vla_rl.stages.evaluation.metrics import EVAL_SPLITS
 
 
 @dataclass
@@ -44,6 +45,9 @@ class EvalConfig:
       number of envs.
     - ``num_envs``: envs stepped together, one episode per env per round; ``num_workers``: 0: envs in this
       process; N >= 1: N Ray env workers share the envs.
+    - ``split``: which episodes: ``dev`` (the seeds recipes are chosen on) or ``test`` (seeds disjoint from
+      ``dev`` and from training, for the numbers one publishes). The SFT and final policies of a run are scored
+      on the same episodes; the trainer's periodic evaluation always uses ``dev``.
     - ``deterministic``: sample the policy's mean action (true) or draw from it (false).
     - ``expert_noise_std``: Gaussian noise (std) on the scripted experts' actions (policy=expert only).
     - ``output``: eval_info.json, metrics.jsonl and videos/.
@@ -55,6 +59,7 @@ class EvalConfig:
     episodes_per_task: int = 10
     num_envs: int = 4
     num_workers: int = 0
+    split: str = "test"
     deterministic: bool = True
     expert_noise_std: float = 0.0
     output: str = "${run_dir}/eval"
@@ -68,3 +73,5 @@ class EvalConfig:
         require(self, "num_envs", low=1)
         require(self, "num_workers", low=0)
         require(self, "expert_noise_std", low=0)
+        if self.split not in EVAL_SPLITS:
+            raise FieldError("split", self.split, f"must be one of {', '.join(EVAL_SPLITS)}")

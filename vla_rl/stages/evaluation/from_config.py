@@ -30,10 +30,13 @@ def video_settings(eval_cfg: DictConfig) -> VideoSettings:
     )  # fmt: skip
 
 
-def evaluate_from_config(cfg: DictConfig, policy_path: str, output: Path) -> tuple[dict, Path]:
+def evaluate_from_config(
+    cfg: DictConfig, policy_path: str, output: Path, run_record: Path | None = None
+) -> tuple[dict, Path]:
     """Evaluate ``policy_path`` (a policy/checkpoint/run folder, or ``expert``) as ``cfg.eval`` says.
 
-    Writes ``output/eval_info.json``, metrics and videos; returns (eval_info document, its path).
+    Writes ``output/eval_info.json`` (naming ``run_record``, the command's run.json), metrics and videos;
+    returns (eval_info document, its path).
 
     Raises:
         PolicyLoadError: the policy path cannot be read (the message names it).
@@ -51,7 +54,7 @@ def evaluate_from_config(cfg: DictConfig, policy_path: str, output: Path) -> tup
                            deterministic=bool(eval_cfg.deterministic))  # fmt: skip
         source = PolicyActionSource(load_policy_for_eval(policy_path), bool(eval_cfg.deterministic))
     settings = EvalSettings(episodes_per_task=int(eval_cfg.episodes_per_task), seed=int(cfg.seed),
-                            video=video_settings(eval_cfg))  # fmt: skip
+                            split=str(eval_cfg.split), video=video_settings(eval_cfg))  # fmt: skip
     kwargs = env_kwargs(cfg.env)
     num_workers = int(eval_cfg.num_workers)
     env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
@@ -65,7 +68,7 @@ def evaluate_from_config(cfg: DictConfig, policy_path: str, output: Path) -> tup
     try:
         document, path = evaluate_and_report(
             envs, source, tasks, settings, output, policy_info, env_info, config_dict, tracker=tracker,
-            on_episode=(lambda _episode: bar.advance()) if bar else None,
+            on_episode=(lambda _episode: bar.advance()) if bar else None, run_record=run_record,
         )  # fmt: skip
     finally:
         tracker.close()
@@ -73,11 +76,14 @@ def evaluate_from_config(cfg: DictConfig, policy_path: str, output: Path) -> tup
     return document, path
 
 
-def evaluate_policy_folders(cfg: DictConfig, folders: dict[str, str], output: Path) -> dict[str, dict]:
-    """Evaluate several policies (name -> folder) into ``output/<name>``; returns name -> eval_info."""
+def evaluate_policy_folders(
+    cfg: DictConfig, folders: dict[str, str], output: Path, run_record: Path | None = None
+) -> dict[str, dict]:
+    """Evaluate several policies (name -> folder) into ``output/<name>``, all on the same episodes (the split
+    and seeds of ``cfg``); returns name -> eval_info."""
     documents = {}
     for name, folder in folders.items():
-        document, path = evaluate_from_config(cfg, folder, output / name)
+        document, path = evaluate_from_config(cfg, folder, output / name, run_record)
         overall = document["overall"]
         print(f"[eval] {name}: success {overall['success_rate']:.3f} ({overall['successes']}/{overall['episodes']}); "
               f"{path}")  # fmt: skip

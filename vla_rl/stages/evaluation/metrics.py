@@ -55,6 +55,23 @@ def fisher_exact_p(successes_a: int, trials_a: int, successes_b: int, trials_b: 
     return min(1.0, p)
 
 
+def fisher_exact_p_greater(successes_a: int, trials_a: int, successes_b: int, trials_b: int) -> float:
+    """One-sided p-value of Fisher's exact test against the alternative "A succeeds more often than B".
+
+    Conditioned on the total successes ``k``, A's count is hypergeometric; the p-value is the probability
+    of A having at least the observed successes (SciPy's ``fisher_exact(alternative="greater")`` on the
+    table ``[[a, n_a - a], [b, n_b - b]]``).
+    """
+    for successes, trials in ((successes_a, trials_a), (successes_b, trials_b)):
+        if trials < 1 or not 0 <= successes <= trials:
+            raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
+    total = successes_a + successes_b
+    denominator = math.comb(trials_a + trials_b, total)
+    high = min(trials_a, total)
+    tail = sum(math.comb(trials_a, a) * math.comb(trials_b, total - a) for a in range(successes_a, high + 1))
+    return min(1.0, tail / denominator)
+
+
 def summarize_episodes(episodes: Sequence[dict[str, Any]], wall_time_s: float) -> dict[str, Any]:
     """Success rate with its 95% Wilson interval, mean return and length of ``episodes``.
 
@@ -79,12 +96,28 @@ def summarize_episodes(episodes: Sequence[dict[str, Any]], wall_time_s: float) -
     }
 
 
-def evaluation_seed(base_seed: int, task: str, episode_index: int) -> int:
-    """The reset seed of evaluation episode ``episode_index`` of ``task``.
+#: The evaluation splits: ``dev`` for choosing recipes, ``test`` for the numbers one publishes.
+EVAL_SPLITS = ("dev", "test")
+#: Reset seeds of ``dev`` lie in ``[0, 2**31 - 1)``; those of ``test`` in ``[TEST_SEED_BASE, 2**32)``, above
+#: every seed of ``dev`` and of training (demonstrations and rollouts use seeds below ``2**31`` plus a few
+#: million), so no ``test`` episode starts from a state that ``dev``, SFT or RL has seen.
+TEST_SEED_BASE = 3 * 2**30
+TEST_SEED_SPAN = 2**30
+
+
+def evaluation_seed(base_seed: int, task: str, episode_index: int, split: str = "dev") -> int:
+    """The reset seed of evaluation episode ``episode_index`` of ``task`` in ``split``.
 
     It depends on neither the task order nor the number of envs, so the same config evaluates
     the same initial states on one env or on many; the ``eval`` salt keeps it apart from the
     seeds of demonstration collection (a policy is not scored on its own training layouts).
+    ``dev`` seeds are below ``2**31 - 1`` and ``test`` seeds at least :data:`TEST_SEED_BASE`: the two splits
+    share no seed, whatever the base seed, task or episode.
     """
-    digest = hashlib.sha256(f"eval/{base_seed}/{task}".encode()).digest()
-    return (int.from_bytes(digest[:4], "little") + episode_index) % (2**31 - 1)
+    if split == "dev":
+        digest = hashlib.sha256(f"eval/{base_seed}/{task}".encode()).digest()
+        return (int.from_bytes(digest[:4], "little") + episode_index) % (2**31 - 1)
+    if split == "test":
+        digest = hashlib.sha256(f"eval-test/{base_seed}/{task}".encode()).digest()
+        return TEST_SEED_BASE + (int.from_bytes(digest[:4], "little") + episode_index) % TEST_SEED_SPAN
+    raise ValueError(f"unknown evaluation split {split!r}; choose one of {', '.join(EVAL_SPLITS)}")

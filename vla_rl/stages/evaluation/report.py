@@ -37,8 +37,10 @@ def build_eval_info(
     policy: dict[str, Any],
     env: dict[str, Any],
     config: dict[str, Any] | None = None,
+    run_record: str | None = None,
 ) -> dict[str, Any]:
-    """The eval_info document of ``outcome`` (see docs/evaluation.md for every field)."""
+    """The eval_info document of ``outcome`` (see docs/evaluation.md for every field); ``run_record``: the
+    run.json of the command that evaluated, relative to the evaluation's folder."""
     tasks = {}
     for name, task in outcome.tasks.items():
         tasks[name] = {
@@ -55,6 +57,7 @@ def build_eval_info(
         "settings": {
             "episodes_per_task": settings.episodes_per_task,
             "seed": settings.seed,
+            "split": settings.split,
             "video": {
                 "episodes_per_task": settings.video.episodes_per_task,
                 "grid_envs": settings.video.grid_envs,
@@ -67,6 +70,7 @@ def build_eval_info(
         "tasks": tasks,
         "overall": summarize_episodes(outcome.all_episodes(), outcome.wall_time_s),
         "config": config or {},
+        "run_record": run_record,
     }
 
 

@@ -34,6 +34,7 @@ class EvalSettings:
     episodes_per_task: int = 10
     seed: int = 0
     video: VideoSettings = field(default_factory=VideoSettings)
+    split: str = "dev"  # dev or test: which seeds (metrics.evaluation_seed)
 
 
 @dataclass
@@ -115,7 +116,7 @@ def _evaluate_task(
     started = time.perf_counter()
     for first in range(0, total, num_envs):
         count = min(num_envs, total - first)
-        seeds = [evaluation_seed(settings.seed, task, first + slot) for slot in range(num_envs)]
+        seeds = [evaluation_seed(settings.seed, task, first + slot, settings.split) for slot in range(num_envs)]
         episode_slots, grid_slots = _video_slots(first, count, settings.video, cameras)
         recorded = sorted(set(episode_slots) | set(grid_slots))
         if recorded:

@@ -6,6 +6,7 @@ The trainer calls :func:`evaluate_and_report` every k iterations with its own en
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,15 @@ def log_eval_to_trackers(tracker: Any, document: dict[str, Any], output_dir: str
 def evaluate_and_report(
     envs: Any, action_source: Any, tasks: list[str], settings: EvalSettings, output_dir: str | Path,
     policy_info: dict[str, Any], env_info: dict[str, Any], config: dict[str, Any] | None = None,
-    tracker: Any = None, step: int = 0, on_episode: Any = None,
+    tracker: Any = None, step: int = 0, on_episode: Any = None, run_record: str | Path | None = None,
 ) -> tuple[dict[str, Any], Path]:  # fmt: skip
-    """Run the evaluation, write ``output_dir/eval_info.json``; returns (document, its path)."""
+    """Run the evaluation, write ``output_dir/eval_info.json``; returns (document, its path).
+
+    ``run_record``: the run.json of the command evaluating (eval_info.json names it relative to ``output_dir``).
+    """
     outcome = run_evaluation(envs, action_source, tasks, settings, output_dir, on_episode=on_episode)
-    document = build_eval_info(outcome, settings, policy_info, env_info, config)
+    record = None if run_record is None else os.path.relpath(Path(run_record).resolve(), Path(output_dir).resolve())
+    document = build_eval_info(outcome, settings, policy_info, env_info, config, record)
     path = write_eval_info(document, output_dir)
     if tracker is not None:
         log_eval_to_trackers(tracker, document, output_dir, step)

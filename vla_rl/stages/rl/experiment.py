@@ -271,7 +271,9 @@ class PeriodicEvaluation:
 
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
-        self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval))
+        # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
+        self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval), split="dev")
+        self.run_record = Path(str(cfg.run_dir)) / "run.json"
         self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
                                    seed=int(cfg.seed))  # fmt: skip
         self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
@@ -286,6 +288,7 @@ class PeriodicEvaluation:
         document, _ = evaluate_and_report(
             self.envs, PolicyActionSource(self.policy, self.deterministic), self.tasks, self.settings, output,
             {"kind": "actor", "iteration": iteration}, self.env_info, tracker=self.tracker, step=iteration,
+            run_record=self.run_record if self.run_record.is_file() else None,
         )  # fmt: skip
         overall = document["overall"]
         print(f"[eval] iteration {iteration}: success {overall['success_rate']:.3f} "
