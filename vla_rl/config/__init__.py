@@ -4,7 +4,8 @@ The configs live in ``configs/`` at the repository root (groups ``env``, ``polic
 ``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. The sections that a dataclass
 describes (``algo``, ``trainer``, ``sft``) take their defaults from it (:mod:`vla_rl.config.defaults`),
 and the yaml files only override them. Folders of your
-own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``) are searched
+own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``), then the folders
+that installed plug-ins ship (entry points ``vla_rl.configs``, :mod:`vla_rl.plugins`) are searched
 after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
 ``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
 and get an ``omegaconf.DictConfig`` in struct mode. Every error a user can make (an unknown key,
@@ -48,11 +49,14 @@ def config_dir() -> Path:
 
 
 def extra_config_dirs() -> list[Path]:
-    """Your config folders, searched after :func:`config_dir`: ``--config-dir`` ones, then ``VLA_RL_CONFIG_PATH``.
+    """Your config folders, searched after :func:`config_dir`: ``--config-dir`` ones, then ``VLA_RL_CONFIG_PATH``,
+    then those of installed plug-ins (entry points ``vla_rl.configs``).
 
     Raises:
-        ConfigError: a folder does not exist.
+        ConfigError: a folder does not exist, or a plug-in's config entry point is broken.
     """
+    from vla_rl.plugins import PluginError, plugin_config_dirs
+
     variable = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_PATH_VARIABLE, "").split(os.pathsep) if p]
     sources = [(f, "--config-dir") for f in _command_line_dirs] + [(f, CONFIG_PATH_VARIABLE) for f in variable]
     folders = []
@@ -62,6 +66,11 @@ def extra_config_dirs() -> list[Path]:
                               "groups, e.g. DIR/env/my_env.yaml for env=my_env")  # fmt: skip
         if folder not in folders:
             folders.append(folder)
+    try:
+        plugged = plugin_config_dirs()
+    except PluginError as error:
+        raise ConfigError(str(error)) from None
+    folders.extend(folder for folder, _ in plugged if folder not in folders)
     return folders
 
 
@@ -242,13 +251,18 @@ def validate_config(cfg: DictConfig) -> None:
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:
     """``policy.factory`` imports; the factory's module checks the rest if it has ``validate_policy_config``
-    (the default ``policies.vla`` does: keys, head name and head options)."""
+    (the default ``policies.vla`` does: keys, head name and head options). A plug-in's name in
+    ``policy.factory`` is replaced by the import path it declares, so that every later stage imports that."""
     import importlib
 
     from envs.registry import import_object
+    from policies.factory import resolve_factory_path
 
     factory = str(policy_cfg.get("factory"))
     try:
+        factory = resolve_factory_path(factory)
+        if factory != policy_cfg.get("factory"):
+            policy_cfg.factory = factory
         import_object(factory)
     except (ImportError, AttributeError, ValueError) as error:
         raise ConfigError(f"'policy.factory'={factory!r}: {error}; give a module:function import path") from None
