@@ -10,6 +10,7 @@ COMMAND_MODULES = (
     "vla_rl.commands.sft",
     "vla_rl.commands.bench",
     "vla_rl.commands.envs",
+    "vla_rl.commands.env_server",
     "vla_rl.commands.policies",
     "vla_rl.commands.plot",
     "vla_rl.commands.config",

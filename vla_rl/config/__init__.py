@@ -114,12 +114,13 @@ def prepare_overrides(overrides: Sequence[str]) -> list[str]:
       (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
     - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
       parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+      ``env.remote*=V`` too: the remote env keys (:func:`remote_env_config`) are in no env file.
     - ``+algo.K=V`` (and ``+trainer.``, ``+sft.``) becomes ``++algo.K=V``: every field of those sections is in
       the composed config (:mod:`vla_rl.config.defaults`), and an older command that added one keeps working.
     """
     prepared = []
     for override in overrides:
-        if not override.startswith(("+", "~")) and _override_key(override).startswith("env.kwargs."):
+        if not override.startswith(("+", "~")) and _override_key(override).startswith(("env.kwargs.", "env.remote")):
             override = "++" + override
         elif override.startswith("+") and not override.startswith("++") and override[1:].startswith(DATACLASS_SECTIONS):
             override = "+" + override
@@ -321,6 +322,7 @@ def validate_env_config(env_cfg: DictConfig) -> None:
     for task in tasks:
         if task not in entry.tasks:
             raise ConfigError(f"'env.tasks': env {entry.name!r} has no task {task!r}; allowed: {', '.join(entry.tasks)}")
+    remote_env_config(env_cfg)
     factory = entry.load_factory()
     parameters = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -346,3 +348,31 @@ def env_kwargs(env_cfg: DictConfig) -> dict[str, Any]:
     """The factory keyword arguments of ``env.kwargs`` as plain Python values."""
     kwargs = OmegaConf.to_container(env_cfg.get("kwargs") or OmegaConf.create({}), resolve=True)
     return {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+
+
+#: ``env.<key>`` -> field of :class:`envs.remote.client.RemoteEnvConfig` (``env.remote`` is the address).
+REMOTE_ENV_KEYS = {"remote": "address", "remote_rate": "rate", "remote_burst": "burst", "remote_timeout_s": "timeout_s",
+                   "remote_retries": "retries", "remote_connect_timeout_s": "connect_timeout_s"}  # fmt: skip
+
+
+def remote_env_config(env_cfg: DictConfig) -> Any:
+    """The :class:`envs.remote.client.RemoteEnvConfig` of ``env.remote=HOST:PORT`` and its ``env.remote_*`` keys,
+    or None when the envs run in the env workers themselves (no ``env.remote``).
+
+    Raises:
+        ConfigError: an unknown ``env.remote_*`` key, a ``remote_*`` key without ``env.remote``, or a bad value.
+    """
+    from envs.remote.client import RemoteEnvConfig
+
+    given = {key: env_cfg[key] for key in env_cfg if str(key).startswith("remote") and env_cfg[key] is not None}
+    for key in given:
+        if key not in REMOTE_ENV_KEYS:
+            raise ConfigError(f"unknown config key 'env.{key}'; remote env keys: {', '.join('env.' + k for k in REMOTE_ENV_KEYS)}")
+    if not given:
+        return None
+    if "remote" not in given:
+        raise ConfigError(f"{', '.join('env.' + k for k in given)} set without 'env.remote=HOST:PORT' (the env server)")
+    try:
+        return RemoteEnvConfig(**{REMOTE_ENV_KEYS[key]: value for key, value in given.items()})
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'env.remote': {error}") from None

@@ -13,12 +13,13 @@ dead worker are reported as truncated, and ``restarts`` counts the replacements.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pkgutil
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,8 @@ class EnvWorkerConfig:
     global_offset: int = 0
     env_factory: str = ENV_FACTORY
     expert_factory: str = EXPERT_FACTORY
+    #: An :class:`envs.remote.client.RemoteEnvConfig`: the envs are sessions of that env server, not built here.
+    remote: Any = None
 
 
 def limit_software_render_threads() -> None:
@@ -62,6 +65,23 @@ def limit_software_render_threads() -> None:
     os.environ.setdefault("LP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
 
 
+def env_maker(env_factory: str, remote: Any = None) -> Any:
+    """``make(env_id, **kwargs)``: the factory at the import path ``env_factory``, or, with a remote config
+    (:class:`envs.remote.client.RemoteEnvConfig`), one that opens sessions on that env server instead."""
+    if remote is None:
+        return pkgutil.resolve_name(env_factory)
+    from envs.remote.client import make_remote_env
+
+    return functools.partial(make_remote_env, remote=remote)
+
+
+def remote_per_process(remote: Any, processes: int) -> Any:
+    """``remote`` with its rate shared among ``processes`` env processes (each has its own token bucket)."""
+    if remote is None or remote.rate is None:
+        return remote
+    return replace(remote, rate=remote.rate / max(1, processes))
+
+
 class EnvWorker:
     """The process that simulates; wrapped by ``ray.remote`` in :class:`EnvWorkerGroup`."""
 
@@ -71,7 +91,7 @@ class EnvWorker:
         apply_runtime_defaults()
         limit_software_render_threads()
         self.config = config
-        make = pkgutil.resolve_name(config.env_factory)
+        make = env_maker(config.env_factory, config.remote)
         self.stages: list[ChunkedEnvs] = []
         for stage in range(config.num_stages):
             first = config.global_offset + stage * config.envs_per_stage

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 # torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
 import policies  # noqa: F401
 from envs.registry import make, resolve
-from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from vla_rl.config import ConfigError, env_kwargs, remote_env_config, resolve_tasks
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
@@ -32,7 +32,7 @@ from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
-from vla_rl.workers.env_worker import EnvWorkerConfig
+from vla_rl.workers.env_worker import EnvWorkerConfig, remote_per_process
 from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.rollout_worker import RolloutWorker
 
@@ -218,6 +218,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     env_config = EnvWorkerConfig(
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
         num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
+        remote=remote_per_process(remote_env_config(cfg.env), trainer_cfg.num_env_workers),
     )  # fmt: skip
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
@@ -273,7 +274,7 @@ class PeriodicEvaluation:
         self.policy = spec.build("cpu").eval()
         self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval))
         self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
-                                   seed=int(cfg.seed))  # fmt: skip
+                                   seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
         self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
                          "num_envs": self.envs.num_envs, "num_workers": int(cfg.eval.num_workers)}  # fmt: skip
         self.deterministic = bool(cfg.eval.deterministic)
