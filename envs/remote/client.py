@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from envs.base import EnvSpec, InvalidActionError, RobotEnv, make_observation_space
+from envs.remote.protocol import CHANNEL_OPTIONS, METHODS, SERVICE
 from envs.remote.rate_limit import TokenBucket
-from envs.remote.server import CHANNEL_OPTIONS, SERVICE
 from envs.remote.wire import decode, encode
 
 
@@ -79,8 +79,7 @@ class RemoteConnection:
         options = [*CHANNEL_OPTIONS, ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                    ("grpc.max_reconnect_backoff_ms", 1000)]  # fmt: skip
         self.channel = grpc.insecure_channel(config.address, options=options)
-        self._calls = {method: self.channel.unary_unary(f"/{SERVICE}/{method}")
-                       for method in ("Ping", "Make", "Reset", "Step", "Observe", "Close")}  # fmt: skip
+        self._calls = {method: self.channel.unary_unary(f"/{SERVICE}/{method}") for method in METHODS}
         self.bucket = TokenBucket(config.rate, config.burst) if config.rate else None
         self.requests = 0
         self.retried = 0
@@ -213,6 +212,22 @@ class RemoteEnv(RobotEnv):
             pass
 
 
-def make_remote_env(env_id: str, remote: RemoteEnvConfig, **kwargs: Any) -> RemoteEnv:
+#: The import path env workers build remote envs with (:func:`worker_factory`).
+REMOTE_ENV_FACTORY = "envs.remote.client:make_remote_env"
+
+
+def make_remote_env(env_id: str, remote: RemoteEnvConfig | dict[str, Any], **kwargs: Any) -> RemoteEnv:
     """``make(env_id, **kwargs)`` on the env server of ``remote`` (the signature of :func:`envs.registry.make`)."""
-    return RemoteEnv(connection_to(remote), env_id, kwargs)
+    config = remote if isinstance(remote, RemoteEnvConfig) else RemoteEnvConfig(**remote)
+    return RemoteEnv(connection_to(config), env_id, kwargs)
+
+
+def worker_factory(remote: RemoteEnvConfig | None, default: str, processes: int = 1) -> tuple[str, dict[str, Any]]:
+    """``(env factory import path, options)`` for env processes: ``default`` without a remote, else the remote
+    factory with ``remote``'s settings, its rate shared among ``processes`` (each has its own token bucket)."""
+    if remote is None:
+        return default, {}
+    settings = asdict(remote)
+    if remote.rate is not None:
+        settings["rate"] = remote.rate / max(1, processes)
+    return REMOTE_ENV_FACTORY, {"remote": settings}

@@ -38,15 +38,8 @@ import numpy as np
 
 from envs.base import InvalidActionError
 from envs.registry import make, resolve
+from envs.remote.protocol import CHANNEL_OPTIONS, METHODS, SERVICE
 from envs.remote.wire import WireError, decode, encode
-
-SERVICE = "vla_rl.RemoteEnv"
-METHODS = ("Ping", "Make", "Reset", "Step", "Observe", "Close")
-#: gRPC channel and server options of both ends: messages up to 256 MiB (camera images), fast reconnection.
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", 256 * 2**20),
-    ("grpc.max_receive_message_length", 256 * 2**20),
-]
 
 
 class _Abort(Exception):

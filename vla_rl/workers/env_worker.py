@@ -19,7 +19,7 @@ import os
 import pkgutil
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,8 +50,8 @@ class EnvWorkerConfig:
     global_offset: int = 0
     env_factory: str = ENV_FACTORY
     expert_factory: str = EXPERT_FACTORY
-    #: An :class:`envs.remote.client.RemoteEnvConfig`: the envs are sessions of that env server, not built here.
-    remote: Any = None
+    #: Keyword arguments bound to the env factory (a remote env's server settings, see ``envs.remote.client``).
+    env_factory_options: dict[str, Any] = field(default_factory=dict)
 
 
 def limit_software_render_threads() -> None:
@@ -65,21 +65,10 @@ def limit_software_render_threads() -> None:
     os.environ.setdefault("LP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
 
 
-def env_maker(env_factory: str, remote: Any = None) -> Any:
-    """``make(env_id, **kwargs)``: the factory at the import path ``env_factory``, or, with a remote config
-    (:class:`envs.remote.client.RemoteEnvConfig`), one that opens sessions on that env server instead."""
-    if remote is None:
-        return pkgutil.resolve_name(env_factory)
-    from envs.remote.client import make_remote_env
-
-    return functools.partial(make_remote_env, remote=remote)
-
-
-def remote_per_process(remote: Any, processes: int) -> Any:
-    """``remote`` with its rate shared among ``processes`` env processes (each has its own token bucket)."""
-    if remote is None or remote.rate is None:
-        return remote
-    return replace(remote, rate=remote.rate / max(1, processes))
+def env_maker(env_factory: str, options: dict[str, Any] | None = None) -> Any:
+    """``make(env_id, **kwargs)``: the factory at the import path ``env_factory``, with ``options`` bound to it."""
+    make = pkgutil.resolve_name(env_factory)
+    return functools.partial(make, **options) if options else make
 
 
 class EnvWorker:
@@ -91,7 +80,7 @@ class EnvWorker:
         apply_runtime_defaults()
         limit_software_render_threads()
         self.config = config
-        make = env_maker(config.env_factory, config.remote)
+        make = env_maker(config.env_factory, config.env_factory_options)
         self.stages: list[ChunkedEnvs] = []
         for stage in range(config.num_stages):
             first = config.global_offset + stage * config.envs_per_stage

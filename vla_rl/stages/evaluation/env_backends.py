@@ -10,12 +10,14 @@ Episodes run one per env per round (``auto_reset=False``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from envs.remote.client import worker_factory
 from vla_rl.workers.chunked_envs import ENV_FACTORY, ChunkedEnvs, ChunkResult, Observation
-from vla_rl.workers.env_worker import env_maker, remote_per_process
+from vla_rl.workers.env_worker import env_maker
 
 
 class WorkerGroupEvalEnvs:
@@ -67,7 +69,7 @@ def make_eval_envs(
     if num_workers < 0:
         raise ValueError(f"eval.num_workers must be >= 0, got {num_workers}")
     if num_workers == 0:
-        make = env_maker(ENV_FACTORY, remote)
+        make = env_maker(*worker_factory(remote, ENV_FACTORY))
 
         def make_env(index: int) -> Any:
             return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)
@@ -81,6 +83,8 @@ def make_eval_envs(
     envs_per_worker = -(-num_envs // num_workers)
     config = EnvWorkerConfig(
         env_id=env_id, env_kwargs=dict(env_kwargs), tasks=tuple(tasks), envs_per_stage=envs_per_worker,
-        num_stages=1, base_seed=seed, auto_reset=False, remote=remote_per_process(remote, num_workers),
+        num_stages=1, base_seed=seed, auto_reset=False,
     )  # fmt: skip
+    factory, options = worker_factory(remote, ENV_FACTORY, num_workers)
+    config = replace(config, env_factory=factory, env_factory_options=options)
     return WorkerGroupEvalEnvs(EnvWorkerGroup(config, num_workers=num_workers))

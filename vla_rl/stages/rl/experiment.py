@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 # torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
 import policies  # noqa: F401
 from envs.registry import make, resolve
+from envs.remote.client import worker_factory
 from vla_rl.config import ConfigError, env_kwargs, remote_env_config, resolve_tasks
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.env_io import env_io_spec
@@ -32,7 +33,7 @@ from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
-from vla_rl.workers.env_worker import EnvWorkerConfig, remote_per_process
+from vla_rl.workers.env_worker import EnvWorkerConfig
 from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.rollout_worker import RolloutWorker
 
@@ -218,8 +219,9 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
     env_config = EnvWorkerConfig(
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
         num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
-        remote=remote_per_process(remote_env_config(cfg.env), trainer_cfg.num_env_workers),
     )  # fmt: skip
+    factory, options = worker_factory(remote_env_config(cfg.env), env_config.env_factory, trainer_cfg.num_env_workers)
+    env_config = dataclasses.replace(env_config, env_factory=factory, env_factory_options=options)
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
         env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus,
