@@ -219,3 +219,25 @@ def test_bench_env_remote_reports_the_overhead_per_step(in_process_server, capsy
     assert overhead == pytest.approx(remote - in_env, abs=0.01) and overhead > 0 and in_env > 0
     # 2 cameras at 16x16 (1536 bytes of pixels), the state and the rest of the reply
     assert 1536 < result["step_reply_bytes"] < 1536 + 2000
+
+
+def test_evaluation_envs_in_this_process_step_through_the_server(in_process_server):
+    """make_eval_envs(remote=...) builds sessions on the server: the same chunked rollout as local envs."""
+    from vla_rl.stages.evaluation import make_eval_envs
+
+    service, port = in_process_server
+    kwargs = {"image_size": 16, "cameras": ("front",)}
+    remote = make_eval_envs("tabletop", kwargs, ["reach"], 2, seed=3, remote=RemoteEnvConfig(f"127.0.0.1:{port}"))
+    local = make_eval_envs("tabletop", kwargs, ["reach"], 2, seed=3)
+    try:
+        assert all(isinstance(env, RemoteEnv) for env in remote.envs) and len(service.sessions) == 2
+        first, local_first = remote.reset(), local.reset()
+        np.testing.assert_array_equal(first["images"]["front"], local_first["images"]["front"])
+        chunks = np.tile(np.array([0.02, 0.0, -0.01, 1.0], np.float32), (2, 3, 1))
+        result, local_result = remote.step(chunks), local.step(chunks)
+        np.testing.assert_array_equal(result.observation["state"], local_result.observation["state"])
+        np.testing.assert_array_equal(result.steps_executed, local_result.steps_executed)
+        assert service.steps == int(result.steps_executed.sum())
+    finally:
+        remote.close()
+        local.close()
