@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -199,3 +200,50 @@ def test_collate_of_lerobot_episodes_is_the_policy_batch(tmp_path):
     episodes, _ = load_demonstrations(root)
     batch = collate_chunks([ChunkDataset(episodes, 2)[i] for i in range(3)], ["top"])
     assert batch["images"]["top"].shape == (3, 16, 16, 3) and batch["action"].shape == (3, 2, 3)
+
+
+# ------------------------------------------------------------------------------ a dataset written by LeRobot itself
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_dataset_written_by_lerobot_itself_reads_and_trains_batches():
+    """tests/sft/fixtures/lerobot_v3_official: written by LeRobot's LeRobotDataset (lerobot-dataset 0.4.4, v3.0,
+    AV1 video; fixtures/make_lerobot_v3_official.py). Flat-colour frames come back within 4 of 255 after AV1."""
+    root = FIXTURES / "lerobot_v3_official"
+    record = json.loads((FIXTURES / "lerobot_v3_official_frames.json").read_text())
+    episodes, attrs = load_demonstrations(root)
+    assert [len(e) for e in episodes] == [3, 2] and attrs["fps"] == 15.0
+    assert [e.instruction for e in episodes for _ in range(len(e))] == record["tasks"]
+    np.testing.assert_array_equal(np.concatenate([e.states for e in episodes]), np.float32(record["states"]))
+    np.testing.assert_array_equal(np.concatenate([e.actions for e in episodes]), np.float32(record["actions"]))
+    frames = np.concatenate([e.images["top"] for e in episodes]).astype(int)
+    assert np.abs(frames - np.array(record["colours"])[:, None, None, :]).max() <= 4
+    stats = load_statistics(dataset_files(root)[1])
+    np.testing.assert_allclose(stats["action"]["mean"], np.float32(record["actions"]).mean(0), rtol=1e-5)
+    batch = collate_chunks([ChunkDataset(episodes, 2)[i] for i in range(5)], ["top"])
+    assert batch["images"]["top"].shape == (5, 64, 64, 3) and batch["action_mask"].tolist()[2] == [True, False]
+
+
+def test_what_vla_rl_writes_has_every_part_lerobot_writes(tiny_dataset, tmp_path):
+    """The same files, info.json keys, feature fields and episode columns (less the statistics of features vla-rl
+    does not compute per episode) as the dataset LeRobot wrote."""
+    ours = as_lerobot(tiny_dataset, tmp_path / "lerobot", "h264")
+    theirs = FIXTURES / "lerobot_v3_official"
+
+    def files(root):
+        return sorted(str(p.relative_to(root)).replace("observation.images.top", "CAM").replace("observation.images.front", "CAM")
+                      for p in root.rglob("*") if p.is_file() and "wrist" not in str(p))  # fmt: skip
+
+    assert files(ours) == files(theirs)
+    info, their_info = (json.loads((r / "meta" / "info.json").read_text()) for r in (ours, theirs))
+    assert set(their_info) <= set(info) and set(info) - set(their_info) == {"vla_rl"}
+    for key, feature in their_info["features"].items():
+        mine = info["features"][key.replace(".top", ".front")]
+        assert set(feature) <= set(mine) and mine["dtype"] == feature["dtype"], key
+    episodes_file = "meta/episodes/chunk-000/file-000.parquet"
+    their_columns = {c.replace(".top", ".front") for c in pq.read_table(theirs / episodes_file).column_names
+                     if not c.startswith("stats/")}  # fmt: skip
+    assert their_columns <= set(pq.read_table(ours / episodes_file).column_names)
+    their_tasks = pq.read_table(theirs / "meta" / "tasks.parquet").schema.metadata[b"pandas"]
+    our_tasks = pq.read_table(ours / "meta" / "tasks.parquet").schema.metadata[b"pandas"]
+    assert json.loads(their_tasks)["index_columns"] and json.loads(our_tasks)["index_columns"] == ["task"]

@@ -229,7 +229,7 @@ def write_lerobot_dataset(
         rows[f"videos/{key}/to_timestamp"] = [float((s + n) / fps_fraction) for s, n in zip(starts, lengths, strict=True)]
     for key, values in ((STATE_KEY, [e.states for e in episodes]), (ACTION_KEY, [e.actions for e in episodes])):
         per_episode = [_vector_statistics(v) for v in values]
-        for stat in ("min", "max", "mean", "std", "count"):
+        for stat in ("min", "max", "mean", "std", "count", "q01", "q99"):
             rows[f"stats/{key}/{stat}"] = [s[stat] for s in per_episode]
     rows["vla_rl/task"] = [e.task for e in episodes]
     rows["vla_rl/seed"] = [int(e.seed) for e in episodes]
