@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install -c constraints.txt -e ".[dev,lerobot]"
 	# MetaWorld without its mujoco==3.3.0 pin: it runs on our mujoco, its other dependencies are ours (envs/metaworld/env.py).
 	$(BIN)/python -m pip install --no-deps "metaworld==3.1.1"
 	touch $(STAMP)

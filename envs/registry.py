@@ -8,9 +8,13 @@ editing this repository, either by registering it::
     from envs.registry import register
     register("my_robot", "my_pkg.my_env:make", tasks=("pick", "place"))
 
-or by giving the factory's import path wherever a name is expected
+by giving the factory's import path wherever a name is expected
 (``env.id=my_pkg.my_env:make`` in a config or on the command line,
-``vla-rl envs check my_pkg.my_env:make``).
+``vla-rl envs check my_pkg.my_env:make``), or by installing a package that declares the factory as an
+entry point of the group ``vla_rl.envs`` (:mod:`vla_rl.plugins`)::
+
+    [project.entry-points."vla_rl.envs"]
+    my_robot = "my_pkg.my_env:make"    # make.tasks names the tasks; make.benchmark, make.expert optional
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class EnvEntry:
     #: import path (or callable) of ``measure(task=..., num_steps=..., seed=...) -> dict`` for
     #: ``vla-rl bench env``; None: the env has no benchmark.
     benchmark: str | Callable[..., dict] | None = None
+    #: where the env comes from: "vla-rl", the package and version of a plug-in, or "register()".
+    source: str = "register()"
 
     def load_factory(self) -> Callable[..., gym.Env]:
         if callable(self.factory):
@@ -55,6 +61,8 @@ class EnvEntry:
 
 
 _REGISTRY: dict[str, EnvEntry] = {}
+#: Env plug-ins whose entry point could not be loaded: name -> why (reported when the name is used).
+_BROKEN_PLUGINS: dict[str, str] = {}
 
 
 def import_object(path: str) -> Any:
@@ -83,6 +91,7 @@ def register(
     description: str = "",
     overwrite: bool = False,
     benchmark: str | Callable[..., dict] | None = None,
+    source: str = "register()",
 ) -> EnvEntry:
     """Register an env factory under ``name``; returns the entry."""
     if "/" in name or ":" in name:
@@ -91,15 +100,22 @@ def register(
         raise ValueError(f"env {name!r} must offer at least one task")
     if name in _REGISTRY and not overwrite:
         raise ValueError(f"env {name!r} is already registered; pass overwrite=True to replace it")
-    entry = EnvEntry(name, factory, tuple(tasks), default_task or tasks[0], description, benchmark)
+    entry = EnvEntry(name, factory, tuple(tasks), default_task or tasks[0], description, benchmark, source)
     _REGISTRY[name] = entry
     return entry
 
 
 def registered() -> dict[str, EnvEntry]:
-    """All registered envs by name (built-ins included)."""
+    """All registered envs by name (built-ins and installed plug-ins included)."""
     _register_builtins()
+    _register_plugins()
     return dict(_REGISTRY)
+
+
+def broken_plugins() -> dict[str, str]:
+    """Installed env plug-ins that failed to load: name -> the error (``vla-rl envs list`` shows them)."""
+    registered()
+    return dict(_BROKEN_PLUGINS)
 
 
 def parse_env_id(env_id: str) -> tuple[str, str | None]:
@@ -125,6 +141,8 @@ def resolve(env_id: str) -> tuple[EnvEntry, str]:
         return entry, task or entry.default_task
     entries = registered()
     name, task = parse_env_id(env_id)
+    if name not in entries and name in _BROKEN_PLUGINS:
+        raise UnknownEnvError(f"env plug-in {name!r} is installed but does not load: {_BROKEN_PLUGINS[name]}")
     if name not in entries:
         raise UnknownEnvError(
             f"unknown env {name!r}; available envs: {', '.join(sorted(entries))} "
@@ -150,6 +168,34 @@ def make(env_id: str, **kwargs: Any) -> gym.Env:
 
 
 _BUILTINS_REGISTERED = False
+_PLUGINS_REGISTERED = False
+
+
+def _register_plugins() -> None:
+    """Register the envs of installed packages (entry points ``vla_rl.envs``), once, after the built-ins.
+
+    The factory is imported to read its tasks; a plug-in that fails to import, declares no tasks or takes a
+    built-in's name is left out and remembered in :func:`broken_plugins` with the reason.
+    """
+    global _PLUGINS_REGISTERED
+    if _PLUGINS_REGISTERED:
+        return
+    _PLUGINS_REGISTERED = True
+    from vla_rl.plugins import ENV_GROUP, installed_plugins
+
+    for plugin in installed_plugins(ENV_GROUP):
+        where = f"entry point {plugin.name} = {plugin.value!r} of package {plugin.source}"
+        try:
+            if plugin.name in _REGISTRY:
+                raise ValueError(f"the name {plugin.name!r} is taken by {_REGISTRY[plugin.name].source}")
+            factory = import_object(plugin.value)
+            tasks = tuple(getattr(factory, "tasks", ()) or ())
+            if not tasks:
+                raise ValueError("its factory declares no tasks; set `make.tasks = (...)`")
+            register(plugin.name, plugin.value, tasks, description=plugin.summary,
+                     benchmark=getattr(factory, "benchmark", None), source=plugin.source)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - one broken package must not hide the other envs
+            _BROKEN_PLUGINS[plugin.name] = f"{where}: {type(error).__name__}: {error}"
 
 
 def _register_builtins() -> None:
@@ -165,6 +211,7 @@ def _register_builtins() -> None:
         "envs.builtin.tabletop:make_tabletop_env",
         tasks=tuple(TASKS),
         default_task="reach",
+        source="vla-rl",
         description="built-in MuJoCo tabletop suite: primitive-geometry arm, blocks, bowl, drawer",
         overwrite=True,
         benchmark="envs.builtin.benchmark:measure_env_speed",
@@ -176,6 +223,7 @@ def _register_builtins() -> None:
         "envs.metaworld.env:make_metaworld_env",
         tasks=METAWORLD_TASKS,
         default_task="reach-v3",
+        source="vla-rl",
         description="MetaWorld v3: 50 Sawyer tasks (MT10, MT50); needs `pip install --no-deps metaworld==3.1.1`",
         overwrite=True,
         benchmark="envs.metaworld.benchmark:measure_env_speed",
@@ -189,6 +237,7 @@ def _register_builtins() -> None:
         "envs.robosuite:make_robosuite_env",
         tasks=tuple(ROBOSUITE_TASKS),
         default_task=ROBOSUITE_TASKS[0],
+        source="vla-rl",
         description="robosuite tasks through the vla-rl protocol",
         overwrite=True,
         benchmark="envs.robosuite.benchmark:measure_env_speed",

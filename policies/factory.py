@@ -1,7 +1,9 @@
 """Policies by import path: the factory a policy is built with, and what it must provide.
 
 A policy factory is any function ``make(config: dict, io_spec: dict, stats: dict | None) -> nn.Module``,
-named by ``"package.module:function"`` in ``policy.factory``. The built-in policies go through the same
+named by ``"package.module:function"`` in ``policy.factory``, or by the name of an installed plug-in that
+declares it as an entry point of the group ``vla_rl.policies`` (``policy.factory=my_policy``; see
+:mod:`vla_rl.plugins` and ``vla-rl policies list``). The built-in policies go through the same
 path (``policies.vla:build_policy``, ``policies.backbones.vlm_policy:build_policy``). The module may define
 ``validate_policy_config(config: dict)`` that raises ``ValueError`` naming a bad key; the driver calls it
 before any work.
@@ -37,14 +39,34 @@ DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 FACTORY_ATTRIBUTE = "factory_path"
 
 
-def import_factory(path: str) -> Callable[..., nn.Module]:
-    """The function named by ``"package.module:function"``.
+def resolve_factory_path(path: str) -> str:
+    """``path`` itself, or the import path that an installed policy plug-in of that name declares.
 
     Raises:
-        ValueError: ``path`` is not of that form.
+        ValueError: ``path`` is neither ``"package.module:function"`` nor the name of an installed plug-in.
+    """
+    path = str(path)
+    if ":" in path:
+        return path
+    from vla_rl.plugins import POLICY_GROUP, installed_plugins
+
+    plugins = {plugin.name: plugin for plugin in installed_plugins(POLICY_GROUP)}
+    if path in plugins:
+        return plugins[path].value
+    installed = ", ".join(f"{name} ({plugin.source})" for name, plugin in plugins.items()) or "none"
+    raise ValueError(f"policy factory {path!r} must look like 'package.module:function' or name an installed policy "
+                     f"plug-in (entry point group 'vla_rl.policies'; installed: {installed})")  # fmt: skip
+
+
+def import_factory(path: str) -> Callable[..., nn.Module]:
+    """The function named by ``"package.module:function"`` or by an installed plug-in's name.
+
+    Raises:
+        ValueError: ``path`` is not of that form and names no plug-in.
         ImportError: the module or the function does not exist (the message says which).
     """
-    module_name, sep, attribute = str(path).partition(":")
+    path = resolve_factory_path(path)
+    module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"policy factory {path!r} must look like 'package.module:function'")
     try:
@@ -64,6 +86,7 @@ def build_from_factory(
     path: str, config: Mapping[str, Any], io_spec: Mapping[str, Any], stats: Mapping[str, Any] | None
 ) -> nn.Module:
     """Call the factory at ``path`` and record ``path`` on the policy (``save_pretrained`` writes it)."""
+    path = resolve_factory_path(path)
     policy = import_factory(path)(dict(config), dict(io_spec), stats)
     if not isinstance(policy, nn.Module):
         raise TypeError(f"policy factory {path!r} returned {type(policy).__name__}; it must return a torch nn.Module")

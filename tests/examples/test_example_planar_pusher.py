@@ -13,7 +13,7 @@ from vla_rl.cli import main
 from vla_rl.stages.sft.demos import load_demonstrations
 
 ENV_ID = "planar_pusher.env:make"
-CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "planar_pusher" / "configs")  # the package's own
+CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "planar_pusher" / "planar_pusher" / "configs")  # the package's own
 
 
 def test_the_conformance_kit_passes_by_import_path_for_every_task(capsys):

@@ -15,7 +15,7 @@ from policies.hub import load_pretrained
 from vla_rl.cli import main
 
 FACTORY = "pooled_pixels_policy.policy:make"
-CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "pooled_pixels_policy" / "configs")
+CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "pooled_pixels_policy" / "pooled_pixels_policy" / "configs")
 SMALL = {"pool_size": 4, "hidden_dims": [32]}
 
 

@@ -15,7 +15,7 @@ from envs.registry import make, registered
 from vla_rl.cli import main
 
 ENV_ID = "rover_nav.env:make"
-CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "rover_nav" / "configs")
+CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "rover_nav" / "rover_nav" / "configs")
 
 
 def test_the_conformance_kit_passes_for_every_task(capsys):

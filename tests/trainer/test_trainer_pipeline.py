@@ -58,7 +58,7 @@ def test_external_env_trains_by_import_path(ray_session, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY_TRAINING if not o.startswith("env.")]
-    code = main(["train", "--config-dir", str(EXAMPLE / "configs"), "env=planar_pusher", "env.kwargs.image_size=32", *overrides, *PIPELINE,
+    code = main(["train", "--config-dir", str(EXAMPLE / "planar_pusher" / "configs"), "env=planar_pusher", "env.kwargs.image_size=32", *overrides, *PIPELINE,
                  f"run_dir={run_dir}", f"collect.output={tmp_path / 'demos'}"])  # fmt: skip
     assert code == 0
     check_run(run_dir)

@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "vla_rl.commands.reproduce",
     "vla_rl.commands.bench",
     "vla_rl.commands.envs",
+    "vla_rl.commands.env_server",
     "vla_rl.commands.policies",
     "vla_rl.commands.plot",
     "vla_rl.commands.config",

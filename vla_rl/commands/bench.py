@@ -43,6 +43,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         else:
             env_id = f"{args.env}/{args.task}" if args.task else args.env
         entry, task = resolve(env_id)
+        if args.remote:
+            from envs.remote.benchmark import measure_remote_overhead
+
+            kwargs = {"image_size": args.image_size} if args.image_size else {}
+            result = measure_remote_overhead(f"{entry.name}/{task}" if task else entry.name, args.remote,
+                                             args.steps, args.seed, args.repeats or 3, kwargs)  # fmt: skip
+            print(json.dumps({"env": entry.name, "task": task, **result}))
+            return 0
         measure = entry.load_benchmark()
         if measure is None:
             with_benchmark = sorted(name for name, e in registered().items() if e.benchmark is not None)
@@ -130,6 +138,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--env", default="tabletop", help="env name (bench env)")
     bench.add_argument("--task", default=None, help="task, or NAME/TASK (bench env; default: the env's default task)")
     bench.add_argument("--steps", type=int, default=2000, help="env steps per measurement (bench env)")
+    bench.add_argument("--remote", default=None, metavar="HOST:PORT", help="bench env: the per-step cost of the env "
+                       "served by `vla-rl env-server` at HOST:PORT against the same env in this process")  # fmt: skip
+    bench.add_argument("--image-size", type=int, default=None, help="bench env --remote: env.kwargs.image_size")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
     bench.add_argument("--vlm", action="store_true", help="bench policy: a tiny VLM policy (frozen, LoRA, full) side "
                        "by side with the compact one, with the weight sync's bytes and seconds")  # fmt: skip

@@ -28,6 +28,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
             valid_fraction=float(cfg.collect.valid_fraction),
             seed=int(cfg.collect.seed),
             target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
+            dataset_format=str(cfg.collect.format),
+            video_codec=str(cfg.collect.video_codec),
         )
         record.add_output("demonstrations", result.dataset_path)
         record.add_output("statistics", result.stats_path)
@@ -45,7 +47,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     collect = commands.add_parser(
         "collect",
-        help="write scripted-expert demonstrations (HDF5) and their statistics",
+        help="write scripted-expert demonstrations (HDF5, or LeRobot v3 with collect.format=lerobot) and statistics",
         description="Collect demonstrations with the scripted experts into collect.output "
         "(demos.hdf5 in robomimic layout, stats.json). Interrupt any time: a rerun continues.",
     )

@@ -7,13 +7,16 @@ import sys
 
 
 def cmd_envs_list(args: argparse.Namespace) -> int:
-    from envs.registry import registered
+    """Every registered env with where it comes from (vla-rl, or an installed plug-in's package and version)."""
+    from envs.registry import broken_plugins, registered
 
     for name, entry in sorted(registered().items()):
-        print(f"{name}: {entry.description}")
+        print(f"{name} [{entry.source}]: {entry.description}")
         for task in entry.tasks:
             marker = " (default)" if task == entry.default_task else ""
             print(f"  {name}/{task}{marker}")
+    for name, error in sorted(broken_plugins().items()):
+        print(f"{name} [does not load]: {error}")
     return 0
 
 
@@ -48,7 +51,9 @@ def cmd_envs_check(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     envs = commands.add_parser("envs", help="list the registered envs, or check one for conformance")
     envs_commands = envs.add_subparsers(dest="envs_command", required=True, metavar="ACTION")
-    envs_list = envs_commands.add_parser("list", help="print the registered envs and their tasks")
+    envs_list = envs_commands.add_parser(
+        "list", help="print the registered envs (built-in and installed plug-ins, with their package) and their tasks"
+    )
     envs_list.set_defaults(func=cmd_envs_list)
     envs_check = envs_commands.add_parser(
         "check", help="run the conformance kit on NAME[/TASK] or package.module:function[/TASK]"

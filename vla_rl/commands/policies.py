@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vla_rl.commands.common import add_config_arguments
+from vla_rl.commands.common import CONFIG_DIR_HELP, add_config_arguments
 
 
 def policy_under_test(target: str, overrides: list[str]) -> tuple[str, dict]:
@@ -56,9 +56,34 @@ def cmd_policies_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_policies_list(args: argparse.Namespace) -> int:
+    """The policy configs (``policy=NAME``) with the folder each comes from, and the installed policy plug-ins."""
+    from vla_rl.config import config_dir, extra_config_dirs
+    from vla_rl.plugins import POLICY_GROUP, installed_plugins, plugin_config_dirs
+
+    plugged = {folder: plugin.source for folder, plugin in plugin_config_dirs()}
+    print("policy configs (policy=NAME):")
+    seen = set()
+    for folder in [config_dir(), *extra_config_dirs()]:
+        source = "vla-rl" if folder == config_dir() else plugged.get(folder, str(folder))
+        for path in sorted((folder / "policy").glob("*.yaml")):
+            if path.stem not in seen:
+                seen.add(path.stem)
+                print(f"  {path.stem} [{source}]")
+    print("policy plug-ins (policy.factory=NAME):")
+    for plugin in installed_plugins(POLICY_GROUP):
+        print(f"  {plugin.name} = {plugin.value} [{plugin.source}]")
+    return 0
+
+
 def register(commands: argparse._SubParsersAction) -> None:
-    policies = commands.add_parser("policies", help="check a policy (a factory or a policy config) for conformance")
+    policies = commands.add_parser(
+        "policies", help="list the policy configs and plug-ins, or check a policy (a factory or a config) for conformance"
+    )
     actions = policies.add_subparsers(dest="policies_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="print the policy configs and installed policy plug-ins, with their source")
+    listing.add_argument("--config-dir", action="append", default=[], metavar="DIR", help=CONFIG_DIR_HELP)
+    listing.set_defaults(func=cmd_policies_list)
     check = actions.add_parser(
         "check",
         help="run the policy conformance kit",

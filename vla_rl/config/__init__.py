@@ -4,7 +4,8 @@ The configs live in ``configs/`` at the repository root (groups ``env``, ``polic
 ``algo``, ``trainer``, ``experiment``); ``VLA_RL_CONFIGS`` points elsewhere. The sections that a dataclass
 describes (``algo``, ``trainer``, ``sft``) take their defaults from it (:mod:`vla_rl.config.defaults`),
 and the yaml files only override them. Folders of your
-own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``) are searched
+own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``), then the folders
+that installed plug-ins ship (entry points ``vla_rl.configs``, :mod:`vla_rl.plugins`) are searched
 after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
 ``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
 and get an ``omegaconf.DictConfig`` in struct mode. Every error a user can make (an unknown key,
@@ -48,11 +49,14 @@ def config_dir() -> Path:
 
 
 def extra_config_dirs() -> list[Path]:
-    """Your config folders, searched after :func:`config_dir`: ``--config-dir`` ones, then ``VLA_RL_CONFIG_PATH``.
+    """Your config folders, searched after :func:`config_dir`: ``--config-dir`` ones, then ``VLA_RL_CONFIG_PATH``,
+    then those of installed plug-ins (entry points ``vla_rl.configs``).
 
     Raises:
-        ConfigError: a folder does not exist.
+        ConfigError: a folder does not exist, or a plug-in's config entry point is broken.
     """
+    from vla_rl.plugins import PluginError, plugin_config_dirs
+
     variable = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_PATH_VARIABLE, "").split(os.pathsep) if p]
     sources = [(f, "--config-dir") for f in _command_line_dirs] + [(f, CONFIG_PATH_VARIABLE) for f in variable]
     folders = []
@@ -62,6 +66,11 @@ def extra_config_dirs() -> list[Path]:
                               "groups, e.g. DIR/env/my_env.yaml for env=my_env")  # fmt: skip
         if folder not in folders:
             folders.append(folder)
+    try:
+        plugged = plugin_config_dirs()
+    except PluginError as error:
+        raise ConfigError(str(error)) from None
+    folders.extend(folder for folder, _ in plugged if folder not in folders)
     return folders
 
 
@@ -105,12 +114,13 @@ def prepare_overrides(overrides: Sequence[str]) -> list[str]:
       (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
     - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
       parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+      ``env.remote*=V`` too: the remote env keys (:func:`remote_env_config`) are in no env file.
     - ``+algo.K=V`` (and ``+trainer.``, ``+sft.``) becomes ``++algo.K=V``: every field of those sections is in
       the composed config (:mod:`vla_rl.config.defaults`), and an older command that added one keeps working.
     """
     prepared = []
     for override in overrides:
-        if not override.startswith(("+", "~")) and _override_key(override).startswith("env.kwargs."):
+        if not override.startswith(("+", "~")) and _override_key(override).startswith(("env.kwargs.", "env.remote")):
             override = "++" + override
         elif override.startswith("+") and not override.startswith("++") and override[1:].startswith(DATACLASS_SECTIONS):
             override = "+" + override
@@ -246,13 +256,18 @@ def validate_config(cfg: DictConfig) -> None:
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:
     """``policy.factory`` imports; the factory's module checks the rest if it has ``validate_policy_config``
-    (the default ``policies.vla`` does: keys, head name and head options)."""
+    (the default ``policies.vla`` does: keys, head name and head options). A plug-in's name in
+    ``policy.factory`` is replaced by the import path it declares, so that every later stage imports that."""
     import importlib
 
     from envs.registry import import_object
+    from policies.factory import resolve_factory_path
 
     factory = str(policy_cfg.get("factory"))
     try:
+        factory = resolve_factory_path(factory)
+        if factory != policy_cfg.get("factory"):
+            policy_cfg.factory = factory
         import_object(factory)
     except (ImportError, AttributeError, ValueError) as error:
         raise ConfigError(f"'policy.factory'={factory!r}: {error}; give a module:function import path") from None
@@ -311,6 +326,7 @@ def validate_env_config(env_cfg: DictConfig) -> None:
     for task in tasks:
         if task not in entry.tasks:
             raise ConfigError(f"'env.tasks': env {entry.name!r} has no task {task!r}; allowed: {', '.join(entry.tasks)}")
+    remote_env_config(env_cfg)
     factory = entry.load_factory()
     parameters = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -336,3 +352,31 @@ def env_kwargs(env_cfg: DictConfig) -> dict[str, Any]:
     """The factory keyword arguments of ``env.kwargs`` as plain Python values."""
     kwargs = OmegaConf.to_container(env_cfg.get("kwargs") or OmegaConf.create({}), resolve=True)
     return {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+
+
+#: ``env.<key>`` -> field of :class:`envs.remote.client.RemoteEnvConfig` (``env.remote`` is the address).
+REMOTE_ENV_KEYS = {"remote": "address", "remote_rate": "rate", "remote_burst": "burst", "remote_timeout_s": "timeout_s",
+                   "remote_retries": "retries", "remote_connect_timeout_s": "connect_timeout_s"}  # fmt: skip
+
+
+def remote_env_config(env_cfg: DictConfig) -> Any:
+    """The :class:`envs.remote.client.RemoteEnvConfig` of ``env.remote=HOST:PORT`` and its ``env.remote_*`` keys,
+    or None when the envs run in the env workers themselves (no ``env.remote``).
+
+    Raises:
+        ConfigError: an unknown ``env.remote_*`` key, a ``remote_*`` key without ``env.remote``, or a bad value.
+    """
+    from envs.remote.client import RemoteEnvConfig
+
+    given = {key: env_cfg[key] for key in env_cfg if str(key).startswith("remote") and env_cfg[key] is not None}
+    for key in given:
+        if key not in REMOTE_ENV_KEYS:
+            raise ConfigError(f"unknown config key 'env.{key}'; remote env keys: {', '.join('env.' + k for k in REMOTE_ENV_KEYS)}")
+    if not given:
+        return None
+    if "remote" not in given:
+        raise ConfigError(f"{', '.join('env.' + k for k in given)} set without 'env.remote=HOST:PORT' (the env server)")
+    try:
+        return RemoteEnvConfig(**{REMOTE_ENV_KEYS[key]: value for key, value in given.items()})
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"'env.remote': {error}") from None

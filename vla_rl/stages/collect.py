@@ -27,6 +27,8 @@ from vla_rl.fields import check_types, require
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 from vla_rl.stages.sft.target_frames import collect_target_frames
 
+DATASET_FORMATS = ("hdf5", "lerobot")
+
 
 @dataclass
 class CollectConfig:
@@ -42,6 +44,9 @@ class CollectConfig:
     - ``seed``: seeds the episodes and the file's split. It is not the run's ``seed``: the runs of an
       experiment share its data folder, so its demonstrations must not depend on which seed collected first.
       SFT draws its own train/valid split from the run's seed (``load_demonstrations(split_seed=...)``).
+    - ``format``: ``hdf5`` (``demos.hdf5`` + ``stats.json``) or ``lerobot`` (LeRobot's v3 layout in
+      ``<output>/lerobot/``, :mod:`vla_rl.stages.sft.lerobot`; ``sft.dataset`` reads either).
+    - ``video_codec``: the lerobot format's video codec: ``h264``, ``av1`` (both lossy, yuv420p) or ``lossless``.
     - ``target_frames_per_task``: also record this many seeded resets per task with the position of the task's
       target (``target_frames.hdf5``, :mod:`vla_rl.stages.sft.target_frames`), for SFT's target loss
       (``sft.target_loss_weight``); 0: none. The env's factory needs a ``target`` reader.
@@ -55,9 +60,15 @@ class CollectConfig:
     valid_fraction: float = 0.1
     seed: int = 0
     target_frames_per_task: int = 0
+    format: str = "hdf5"
+    video_codec: str = "h264"
 
     def __post_init__(self) -> None:
+        from vla_rl.stages.sft.lerobot import VIDEO_CODECS
+
         check_types(self)
+        require(self, "format", choices=DATASET_FORMATS)
+        require(self, "video_codec", choices=VIDEO_CODECS)
         require(self, "episodes_per_task", low=1)
         require(self, "noise_std", low=0)
         require(self, "max_attempts_per_episode", low=1)
@@ -165,6 +176,8 @@ def collect_demonstrations(
     seed: int = 0,
     show_progress: bool = True,
     target_frames_per_task: int = 0,
+    dataset_format: str = "hdf5",
+    video_codec: str = "h264",
 ) -> CollectionResult:
     """Collect ``episodes_per_task`` expert episodes for each task into ``output`` (and, with
     ``target_frames_per_task`` > 0, that many target frames per task: :func:`collect_target_frames`).
@@ -192,7 +205,10 @@ def collect_demonstrations(
     finally:
         progress.close()
         kept = dataset_episodes(store, tasks, episodes_per_task)
-        if kept:
+        if kept and dataset_format == "lerobot":
+            dataset_path = write_lerobot_collection(output, kept, env_id, env_kwargs, valid_fraction, seed, video_codec)
+            stats_path = dataset_path / "meta" / "stats.json"
+        elif kept:
             dataset_path, stats_path = write_dataset(
                 output, kept, env_id, env_kwargs, valid_fraction=valid_fraction, seed=seed
             )
@@ -203,6 +219,20 @@ def collect_demonstrations(
     if target_frames_per_task > 0:
         frames = collect_target_frames(env_id, tasks, env_kwargs, output, target_frames_per_task, seed, show_progress)
     return CollectionResult(dataset_path, stats_path, counts, attempts_by_task, frames)
+
+
+def write_lerobot_collection(output: Path, episodes: list[Episode], env_id: str, env_kwargs: dict[str, Any],
+                             valid_fraction: float, seed: int, video_codec: str) -> Path:  # fmt: skip
+    """The episodes as a LeRobot v3 dataset in ``<output>/lerobot/``, at the env's control rate."""
+    from vla_rl.stages.sft.lerobot import LEROBOT_FOLDER, write_lerobot_dataset
+
+    env = make(f"{env_id}/{episodes[0].task}", **env_kwargs)
+    try:
+        spec = env.unwrapped.env_spec
+    finally:
+        env.close()
+    return write_lerobot_dataset(output / LEROBOT_FOLDER, episodes, env_id, env_kwargs, spec.control_hz,
+                                 spec.action_names, spec.name, valid_fraction, seed, video_codec)  # fmt: skip
 
 
 def dataset_episodes(store: EpisodeStore, tasks: Sequence[str], episodes_per_task: int) -> list[Episode]:

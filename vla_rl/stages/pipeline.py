@@ -44,6 +44,7 @@ def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None
         cfg.collect.episodes_per_task, float(cfg.collect.noise_std), bool(cfg.collect.keep_failed),
         int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.collect.seed),
         target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
+        dataset_format=str(cfg.collect.format), video_codec=str(cfg.collect.video_codec),
     )  # fmt: skip
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "

@@ -13,12 +13,13 @@ dead worker are reported as truncated, and ``restarts`` counts the replacements.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pkgutil
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,8 @@ class EnvWorkerConfig:
     global_offset: int = 0
     env_factory: str = ENV_FACTORY
     expert_factory: str = EXPERT_FACTORY
+    #: Keyword arguments bound to the env factory (a remote env's server settings, see ``envs.remote.client``).
+    env_factory_options: dict[str, Any] = field(default_factory=dict)
 
 
 def limit_software_render_threads() -> None:
@@ -62,6 +65,12 @@ def limit_software_render_threads() -> None:
     os.environ.setdefault("LP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
 
 
+def env_maker(env_factory: str, options: dict[str, Any] | None = None) -> Any:
+    """``make(env_id, **kwargs)``: the factory at the import path ``env_factory``, with ``options`` bound to it."""
+    make = pkgutil.resolve_name(env_factory)
+    return functools.partial(make, **options) if options else make
+
+
 class EnvWorker:
     """The process that simulates; wrapped by ``ray.remote`` in :class:`EnvWorkerGroup`."""
 
@@ -71,7 +80,7 @@ class EnvWorker:
         apply_runtime_defaults()
         limit_software_render_threads()
         self.config = config
-        make = pkgutil.resolve_name(config.env_factory)
+        make = env_maker(config.env_factory, config.env_factory_options)
         self.stages: list[ChunkedEnvs] = []
         for stage in range(config.num_stages):
             first = config.global_offset + stage * config.envs_per_stage

@@ -4,7 +4,7 @@ Not a tabletop: a mobile base, velocity commands in its own units, one overhead 
 needs is here and in ``expert.py``; nothing in vla-rl knows this package, which is used by import path::
 
     vla-rl envs check rover_nav.env:make --all-tasks
-    vla-rl train --config-dir examples/rover_nav/configs env=rover_nav experiment=flow_residual_ppo
+    vla-rl train --config-dir examples/rover_nav/rover_nav/configs env=rover_nav experiment=flow_residual_ppo
 
 Timing: physics timestep 0.01 s (``scene.xml``), control at 10 Hz (10 substeps per env step).
 

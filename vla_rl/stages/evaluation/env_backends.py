@@ -10,12 +10,14 @@ Episodes run one per env per round (``auto_reset=False``).
 
 from __future__ import annotations
 
-import pkgutil
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from envs.remote.client import worker_factory
 from vla_rl.workers.chunked_envs import ENV_FACTORY, ChunkedEnvs, ChunkResult, Observation
+from vla_rl.workers.env_worker import env_maker
 
 
 class WorkerGroupEvalEnvs:
@@ -55,8 +57,10 @@ def make_eval_envs(
     num_workers: int = 0,
     seed: int = 0,
     ray_temp_dir: str | None = None,
+    remote: Any = None,
 ) -> Any:
-    """``num_envs`` envs for evaluation: in this process (``num_workers=0``) or over Ray workers.
+    """``num_envs`` envs for evaluation: in this process (``num_workers=0``) or over Ray workers; with ``remote``
+    (:class:`envs.remote.client.RemoteEnvConfig`) they are sessions of that env server.
 
     With workers, ``num_envs`` is rounded up to a multiple of ``num_workers``.
     """
@@ -65,7 +69,7 @@ def make_eval_envs(
     if num_workers < 0:
         raise ValueError(f"eval.num_workers must be >= 0, got {num_workers}")
     if num_workers == 0:
-        make = pkgutil.resolve_name(ENV_FACTORY)
+        make = env_maker(*worker_factory(remote, ENV_FACTORY))
 
         def make_env(index: int) -> Any:
             return make(f"{env_id}/{tasks[index % len(tasks)]}", **env_kwargs)
@@ -81,4 +85,6 @@ def make_eval_envs(
         env_id=env_id, env_kwargs=dict(env_kwargs), tasks=tuple(tasks), envs_per_stage=envs_per_worker,
         num_stages=1, base_seed=seed, auto_reset=False,
     )  # fmt: skip
+    factory, options = worker_factory(remote, ENV_FACTORY, num_workers)
+    config = replace(config, env_factory=factory, env_factory_options=options)
     return WorkerGroupEvalEnvs(EnvWorkerGroup(config, num_workers=num_workers))

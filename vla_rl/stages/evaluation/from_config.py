@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
-from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.config import env_kwargs, remote_env_config, resolve_tasks
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.stages.evaluation.actors import (
@@ -58,7 +58,8 @@ def evaluate_from_config(
     kwargs = env_kwargs(cfg.env)
     num_workers = int(eval_cfg.num_workers)
     env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
-    envs = make_eval_envs(env_id, kwargs, tasks, int(eval_cfg.num_envs), num_workers, seed=int(cfg.seed))
+    envs = make_eval_envs(env_id, kwargs, tasks, int(eval_cfg.num_envs), num_workers, seed=int(cfg.seed),
+                          remote=remote_env_config(cfg.env))  # fmt: skip
     config_dict = OmegaConf.to_container(cfg, resolve=True)
     tracker = make_trackers(list(eval_cfg.trackers), output, config_dict, project=str(eval_cfg.project))
     console = tracker.find(ConsoleTracker)

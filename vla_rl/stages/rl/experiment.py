@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 # torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
 import policies  # noqa: F401
 from envs.registry import make, resolve
-from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from envs.remote.client import worker_factory
+from vla_rl.config import ConfigError, env_kwargs, remote_env_config, resolve_tasks
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
@@ -219,6 +220,8 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
         env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
         num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
     )  # fmt: skip
+    factory, options = worker_factory(remote_env_config(cfg.env), env_config.env_factory, trainer_cfg.num_env_workers)
+    env_config = dataclasses.replace(env_config, env_factory=factory, env_factory_options=options)
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
         env_group = EnvWorkerGroup(env_config, trainer_cfg.num_env_workers, trainer_cfg.env_worker_cpus,
@@ -275,7 +278,7 @@ class PeriodicEvaluation:
         self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval), split="dev")
         self.run_record = Path(str(cfg.run_dir)) / "run.json"
         self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
-                                   seed=int(cfg.seed))  # fmt: skip
+                                   seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
         self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
                          "num_envs": self.envs.num_envs, "num_workers": int(cfg.eval.num_workers)}  # fmt: skip
         self.deterministic = bool(cfg.eval.deterministic)

@@ -29,8 +29,17 @@ class MissingDatasetError(DatasetError, FileNotFoundError):
 
 
 def dataset_files(dataset: str | Path) -> tuple[Path, Path]:
-    """``(demos.hdf5, stats.json)`` of ``dataset`` (its folder or the ``demos.hdf5`` file), both checked to exist."""
+    """``(demos.hdf5, stats.json)`` of ``dataset`` (its folder or the ``demos.hdf5`` file), both checked to exist;
+    for a LeRobot v3 dataset (its root, or a collect folder holding ``lerobot/`` and no ``demos.hdf5``),
+    ``(its root, meta/stats.json)``."""
+    from vla_rl.stages.sft.lerobot import lerobot_root
+
     path = Path(dataset)
+    root = lerobot_root(path) if path.is_dir() and not (path / DEMOS_FILE).is_file() else None
+    if root is not None:
+        if not (root / "meta" / "stats.json").is_file():
+            raise MissingDatasetError(f"LeRobot dataset {root} has no meta/stats.json")
+        return root, root / "meta" / "stats.json"
     demos = path if path.suffix in (".hdf5", ".h5") else path / DEMOS_FILE
     stats = demos.with_name(STATS_FILE)
     if not demos.is_file():

@@ -201,7 +201,8 @@ def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> dict[
 def load_demonstrations(
     path: str | Path, split: str | None = None, split_seed: int | None = None
 ) -> tuple[list[Episode], dict[str, Any]]:
-    """Read ``demos.hdf5`` (or the folder holding it). Returns (episodes, dataset attrs).
+    """Read ``demos.hdf5`` (or the folder holding it, or a LeRobot v3 dataset: :mod:`vla_rl.stages.sft.lerobot`).
+    Returns (episodes, dataset attrs).
 
     ``split`` selects the demos of ``mask/<split>`` ("train" or "valid"); None reads all. With ``split_seed``
     the split is drawn with that seed and the file's ``valid_fraction`` (:func:`split_names`) instead of read
@@ -209,6 +210,12 @@ def load_demonstrations(
     A file written before ``valid_fraction`` was stored has only its mask, which is then read.
     """
     path = Path(path)
+    if path.is_dir() and not (path / "demos.hdf5").is_file():
+        from vla_rl.stages.sft.lerobot import lerobot_root, load_lerobot_demonstrations
+
+        root = lerobot_root(path)
+        if root is not None:
+            return load_lerobot_demonstrations(root, split, split_seed)
     if path.is_dir():
         path = path / "demos.hdf5"
     if not path.is_file():
