@@ -197,3 +197,14 @@ def test_collect_and_sft_record_themselves_and_reproduce(tmp_path, capsys):
     for folder in (demos, sft):
         assert main(["reproduce", str(folder), "--run-dir", str(tmp_path / f"{folder.name}_again")]) == 0
         assert capsys.readouterr().out.splitlines()[-1].startswith("identical: ")
+
+
+def test_reproduce_pins_the_iterations_a_time_limited_run_ran(tmp_path):
+    from vla_rl.commands.reproduce import pinned_iterations
+
+    (tmp_path / "summary.json").write_text(json.dumps({"rl_iterations": 7}))
+    limited = {"config": {"trainer": {"time_limit_minutes": 25, "iterations": 360}}}
+    assert pinned_iterations(limited, tmp_path) == ["trainer.iterations=7", "trainer.time_limit_minutes=null"]
+    unlimited = {"config": {"trainer": {"time_limit_minutes": None, "iterations": 360}}}
+    assert pinned_iterations(unlimited, tmp_path) == []
+    assert pinned_iterations(limited, tmp_path / "no_such_run") == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,23 @@ def rerun_argv(record: dict[str, Any], folder: Path) -> list[str]:
     key = record["folder_key"]
     argv = [a for a in record["argv"] if not ("=" in a and not a.startswith("-") and _key_of(a) == key)]
     return [*argv, f"{key}={folder}"]
+
+
+def pinned_iterations(record: dict[str, Any], original: Path) -> list[str]:
+    """Overrides that rerun exactly as many RL iterations as the recorded run ran, with no time limit.
+
+    ``trainer.time_limit_minutes`` stops RL by the clock, so a rerun on a slower or busier machine would stop
+    earlier. The iteration count changes no computation but where the loop ends, so pinning it reproduces the
+    run; empty when the run had no time limit or its summary names no RL iterations.
+    """
+    limit = ((record.get("config") or {}).get("trainer") or {}).get("time_limit_minutes")
+    summary_path = original / "summary.json"
+    if limit is None or not summary_path.is_file():
+        return []
+    iterations = json.loads(summary_path.read_text()).get("rl_iterations")
+    if iterations is None:
+        return []
+    return [f"trainer.iterations={int(iterations)}", "trainer.time_limit_minutes=null"]
 
 
 def checkout_mismatches(record: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -102,7 +120,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"vla-rl reproduce: {folder} exists and is not empty; name a new folder with --run-dir",
               file=sys.stderr)  # fmt: skip
         return 2
-    argv = rerun_argv(record, folder)
+    argv = [*rerun_argv(record, folder), *pinned_iterations(record, original)]
     print(f"reproducing {record_path}: {command} into {folder}")
     code = main(argv)
     if code != 0:
