@@ -51,6 +51,8 @@ BAD_VALUES = [
     ("algo.filter_groups=true", "'algo.filter_groups'=True: needs groups of envs that share an initial state, which "
      "algo.name='ppo' does not collect; use algo=grpo or set it to false"),
     ("algo.dynamic_sampling=true", "'algo.dynamic_sampling'=True: needs groups of envs that share an initial state"),
+    ("trainer.task_sampling.mode=failure trainer.task_sampling.min_envs_per_task=11",
+     "'trainer.task_sampling.min_envs_per_task'=11: 32 envs cannot give each of the 3 tasks that many"),
     ("algo.advantage_estimator=rloo", "'algo.group_size'=1: advantage_estimator='rloo' compares envs within a group: "
      "set algo.group_size >= 2"),
 ]
@@ -73,7 +75,7 @@ def test_a_bad_value_is_one_config_error_line_with_status_2_before_any_stage(
     tmp_path, capsys, no_experiment, override, message
 ):
     run_dir = tmp_path / "run"
-    assert main(["train", override, f"run_dir={run_dir}"]) == 2
+    assert main(["train", *override.split(), f"run_dir={run_dir}"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("config error: ") and "\n" not in error, error
     assert message in error
