@@ -45,25 +45,74 @@ BAD_VALUES = [
     ("collect.episodes_per_task=0", "'collect.episodes_per_task'=0: must be >= 1"),
     ("collect.valid_fraction=1.0", "'collect.valid_fraction'=1.0: must be >= 0 and < 1"),
     ("env.tasks=[fly]", "'env.tasks': env 'tabletop' has no task 'fly'"),
+    # options that are not implemented (or are ignored) with these settings: refused before any work
+    ("algo.bypass_old_log_probs=false", "'algo.bypass_old_log_probs'=False: a recompute pass of the old log-probs "
+     "is not implemented; set it to true"),
+    ("algo.filter_groups=true", "'algo.filter_groups'=True: needs groups of envs that share an initial state, which "
+     "algo.name='ppo' does not collect; use algo=grpo or set it to false"),
+    ("algo.dynamic_sampling=true", "'algo.dynamic_sampling'=True: needs groups of envs that share an initial state"),
+    ("trainer.task_sampling.mode=failure trainer.task_sampling.min_envs_per_task=11",
+     "'trainer.task_sampling.min_envs_per_task'=11: 32 envs cannot give each of the 3 tasks that many"),
+    ("algo.advantage_estimator=rloo", "'algo.group_size'=1: advantage_estimator='rloo' compares envs within a group: "
+     "set algo.group_size >= 2"),
 ]
+
+
+@pytest.fixture
+def no_experiment(monkeypatch):
+    """A config the check lets through would start the experiment (minutes of collect, SFT and RL, until
+    pytest's timeout): it fails at once instead, so a check that stops refusing a value fails fast."""
+    import vla_rl.stages.pipeline as pipeline
+
+    def accepted(cfg):
+        raise AssertionError("the config check accepted the config: the experiment started")
+
+    monkeypatch.setattr(pipeline, "run_experiment", accepted)
 
 
 @pytest.mark.parametrize(("override", "message"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
 def test_a_bad_value_is_one_config_error_line_with_status_2_before_any_stage(
-    tmp_path, capsys, override, message
+    tmp_path, capsys, no_experiment, override, message
 ):
     run_dir = tmp_path / "run"
-    assert main(["train", override, f"run_dir={run_dir}"]) == 2
+    assert main(["train", *override.split(), f"run_dir={run_dir}"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("config error: ") and "\n" not in error, error
     assert message in error
     assert not run_dir.exists()
 
 
-def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys):
+@pytest.fixture
+def no_stage(monkeypatch):
+    """As ``no_experiment``, for checks that run_experiment makes before its first stage."""
+    import vla_rl.stages.pipeline as pipeline
+
+    def started(cfg, run_dir, state):
+        raise AssertionError("a stage started: the check let the run through")
+
+    for name in pipeline.STAGES:
+        monkeypatch.setitem(pipeline.STAGES, name, started)
+
+
+def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys, no_stage):
     run_dir = tmp_path / "empty"
     run_dir.mkdir()
     assert main(["train", "experiment=rl_only", f"run_dir={run_dir}", "trainer.resume=true"]) == 2
     error = capsys.readouterr().err
     assert "'trainer.resume'=true" in error and "holds nothing to resume" in error and str(run_dir) in error
     assert list(run_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(("override", "good", "message"), [
+    ("algo.optim.lr=0", "algo.optim.lr=1e-4", "'algo.optim.lr'=0: must be > 0"),
+    ("algo.optim.critic_lr=-1e-3", "algo.optim.critic_lr=1e-3", "'algo.optim.critic_lr'=-0.001: must be > 0"),
+    ("algo.bypass_old_log_probs=false", "algo.bypass_old_log_probs=true", "'algo.bypass_old_log_probs'=False: a recompute"),
+])  # fmt: skip
+def test_the_config_check_itself_refuses_values_that_cannot_train(override, good, message):
+    """The check `vla-rl train` runs before any work (``load_config``), called directly: fast whatever it says."""
+    from vla_rl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(["experiment=default", override])
+    assert message in str(refused.value)
+    assert load_config(["experiment=default", good]).algo  # the same key with a good value passes

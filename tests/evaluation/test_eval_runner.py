@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
@@ -242,3 +243,54 @@ def test_a_sampling_policy_scores_the_same_whatever_the_global_random_state(tmp_
     assert outcomes[0] == outcomes[1]
     assert torch.equal(actions[0], actions[1])
     assert actions[0].std() > 0.2  # the chunks are noise, drawn from the evaluation's generator
+
+
+def instruction_mask(frame: np.ndarray) -> np.ndarray:
+    """Where the instruction's white text is: near-white pixels of the top strip (the scene under the strip is
+    darkened, so only the text is that bright)."""
+    return (frame[:13].astype(np.int16).min(axis=-1) > 170)
+
+
+def test_every_video_frame_shows_its_own_episodes_instruction(tmp_path, monkeypatch):
+    """One env runs every episode in turn (task reach_red, then reach_blue): the first frame of each episode, captured
+    at its reset, and every later one carry that episode's instruction (the env's own text), in the records handed
+    to the writer and in the decoded mp4, whose text strip is compared with the two instructions drawn alone."""
+    from vla_rl.logging import video as video_module
+
+    handed = []
+    write_episode = video_module.VideoWriter.write_episode
+
+    def recording_write(self, path, records, fps):
+        handed.append((Path(path), [record["instruction"] for record in records]))
+        return write_episode(self, path, records, fps)
+
+    monkeypatch.setattr(video_module.VideoWriter, "write_episode", recording_write)
+    tasks = ["reach_red", "reach_blue"]
+    own = {task: f"move to the {task.split('_')[1]} square" for task in tasks}  # point_env's instructions
+    envs = make_eval_envs("point_env:make", {"max_episode_steps": 4}, tasks, num_envs=1)
+    settings = EvalSettings(episodes_per_task=2, seed=5, video=VideoSettings(
+        episodes_per_task=2, grid_envs=0, cameras=("top",), size=(96, 192)))  # fmt: skip
+    document, _ = evaluate_and_report(
+        envs, PolicyActionSource(StillActor()), tasks, settings, tmp_path, {"kind": "actor"},
+        {"id": "point_env:make", "kwargs": {}, "num_envs": 1, "num_workers": 0},
+    )  # fmt: skip
+    envs.close()
+    videos = {tmp_path / e["video"]: (task, e) for task in tasks for e in document["tasks"][task]["episode_results"]}
+    assert len(videos) == 4 and sorted(path for path, _ in handed) == sorted(videos)
+    for path, instructions in handed:
+        task, episode = videos[path]
+        assert instructions == [own[task]] * (episode["length"] + 1), path.name
+
+    gray = np.full((96, 192, 3), 200, np.uint8)
+    drawn = {task: instruction_mask(video_module.draw_overlay(
+        {"frame": gray, "step": 0, "reward": 0.0, "return": 0.0, "success": False, "instruction": own[task]}))
+        for task in tasks}  # fmt: skip
+    assert (drawn["reach_red"] != drawn["reach_blue"]).sum() > 50  # the two texts look different
+    for path, (task, episode) in videos.items():
+        other = tasks[1 - tasks.index(task)]
+        frames = iio.imread(path)
+        assert len(frames) == episode["length"] + 1
+        for index, frame in enumerate(frames):
+            mask = instruction_mask(frame)
+            mine, theirs = (mask != drawn[task]).sum(), (mask != drawn[other]).sum()
+            assert mine < theirs / 3, f"{path.name} frame {index}: text differs from its own instruction in {mine} px"

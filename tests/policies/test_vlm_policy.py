@@ -107,10 +107,15 @@ def test_a_missing_folder_is_named(tmp_path):
         build_from_factory(FACTORY, config(tmp_path / "nope"), synthetic_io_spec(), None)
 
 
-def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries():
-    from policies.backbones.benchmark import run_vlm_benchmark
+def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries(capsys):
+    import json
 
-    result = run_vlm_benchmark(batch_size=2, repeats=1, hidden_size=32)["policies"]
+    from vla_rl.cli import main
+
+    assert main(["bench", "policy", "--vlm", "--batch-size", "2", "--repeats", "1", "--vlm-hidden-size", "32"]) == 0
+    document = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (document["batch_size"], document["repeats"], document["vlm"]["hidden_size"]) == (2, 1, 32)
+    result = document["policies"]
     assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full"}
     for name, row in result.items():
         assert row["act_chunks_per_s"]["min"] <= row["act_chunks_per_s"]["median"] <= row["act_chunks_per_s"]["max"]
@@ -121,3 +126,21 @@ def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries():
         # the bytes are those of the trainable parameters (float32; the policies have no persistent buffers)
         assert round(4 * row["trainable_parameters"] / 2**20, 3) == sync["changing_only"]["megabytes"]
     assert result["vlm_frozen"]["trainable_parameters"] < result["vlm_lora"]["trainable_parameters"]
+
+
+
+def test_bench_policy_vlm_without_repeats_hands_the_benchmark_its_default_count(monkeypatch, capsys):
+    """`vla-rl bench policy --vlm` as docs/new_policy_guide.md writes it (no --repeats): an integer count of
+    rounds, not None (which crashed in ``timed``). The benchmark itself runs in the test above."""
+    import json
+
+    import policies.backbones.benchmark as benchmark
+    from vla_rl.cli import main
+
+    calls = []
+    monkeypatch.setattr(benchmark, "run_vlm_benchmark", lambda *args: calls.append(args) or {"repeats": args[1]})
+    assert main(["bench", "policy", "--vlm"]) == 0
+    (batch_size, repeats, architecture, hidden_size), = calls
+    assert isinstance(repeats, int) and repeats >= 1
+    assert (batch_size, architecture, hidden_size) == (32, "idefics3", 64)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"repeats": repeats}

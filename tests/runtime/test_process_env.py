@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from vla_rl.runtime.process_env import has_avx2
+
+def cpu_flags_from_proc() -> set[str]:
+    """The CPU's flags, read here (not through vla_rl.runtime.process_env): the skips below must not depend on
+    the code they test, else a broken detection skips the very tests that would catch it."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next((set(line.split(":", 1)[1].split()) for line in cpuinfo if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+AVX2_X86 = platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags_from_proc()
 
 # Six threads malloc and free small blocks at once, then glibc's malloc_info lists one <heap> per arena.
 COUNT_ARENAS = textwrap.dedent("""
@@ -65,7 +80,7 @@ def clean_numerics(monkeypatch):
     return monkeypatch
 
 
-@pytest.mark.skipif(not has_avx2(), reason="portable numerics pin AVX2 kernels on x86 CPUs that have them")
+@pytest.mark.skipif(not AVX2_X86, reason="/proc/cpuinfo: not an x86 CPU with AVX2 and FMA")
 def test_portable_numerics_pin_every_library_to_avx2_and_keep_what_the_user_chose(clean_numerics):
     import os
 
@@ -99,10 +114,59 @@ REPORT_CAPABILITY = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not has_avx2(), reason="portable numerics pin AVX2 kernels on x86 CPUs that have them")
+@pytest.mark.skipif(not AVX2_X86, reason="/proc/cpuinfo: not an x86 CPU with AVX2 and FMA")
 def test_a_process_that_applies_the_defaults_computes_with_avx2_kernels():
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
     done = subprocess.run([sys.executable, "-c", REPORT_CAPABILITY], capture_output=True, text=True, timeout=120,
                           env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "AVX2"
+
+
+# ------------------------------------------------ portable numerics, seen from outside the process
+#: What portable numerics pin (docs/platform.md; stated here, not imported).
+PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+# Each start prints, as JSON on its last line: its own os.environ's pinned keys, a child process's, a Ray
+# worker's (with ray_worker=True) and the CPU capability torch computes with. {start} starts the process the
+# way the product does.
+REPORT_ENVIRONMENTS = textwrap.dedent("""
+    import json, os, subprocess, sys
+    KEYS = {keys!r}
+    {start}
+    import torch
+    child = subprocess.run([sys.executable, "-c", "import json, os; print(json.dumps({{k: os.environ.get(k) for k in "
+                            + repr(KEYS) + "}}))"], capture_output=True, text=True, check=True)
+    report = {{"process": {{k: os.environ.get(k) for k in KEYS}}, "child": json.loads(child.stdout),
+              "torch": torch.backends.cpu.get_cpu_capability()}}
+    if {ray_worker}:
+        import ray
+        from vla_rl.runtime.ray_cluster import init_ray
+        init_ray(num_cpus=1)
+        report["ray_worker"] = ray.get(ray.remote(lambda: {{k: os.environ.get(k) for k in KEYS}}).remote())
+        ray.shutdown()
+    print()
+    print(json.dumps(report))
+""")
+STARTS = {
+    # `vla-rl COMMAND`: the console script calls vla_rl.cli.main; the trainer's Ray workers start from there
+    "cli": ("from vla_rl.cli import main\nassert main(['config', '--section', 'seed']) == 0", True),
+    # pytest: tests/conftest.py runs before any test module (the Ray start is the same code as above)
+    "conftest": (f"import runpy\nrunpy.run_path({str(Path(__file__).parents[1] / 'conftest.py')!r})", False),
+}
+
+
+@pytest.mark.skipif(not AVX2_X86, reason="/proc/cpuinfo: not an x86 CPU with AVX2 and FMA")
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_portable_numerics_reach_the_environment_of_the_process_its_children_and_ray_workers(tmp_path, start):
+    env = {key: value for key, value in os.environ.items() if key not in (*PINNED, "VLA_RL_NUMERICS")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    code, ray_worker = STARTS[start]
+    script = REPORT_ENVIRONMENTS.format(keys=tuple(PINNED), start=code, ray_worker=ray_worker)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for where in ("process", "child", "ray_worker")[: 3 if ray_worker else 2]:
+        assert report[where] == PINNED, f"{start}: {where} has {report[where]}"
+    assert report["torch"] == "AVX2"  # on an AVX-512 CPU torch would otherwise pick AVX512

@@ -66,7 +66,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.target == "policy" and args.vlm:
         from policies.backbones.benchmark import run_vlm_benchmark
 
-        result = run_vlm_benchmark(args.batch_size, args.repeats, args.vlm_architecture, args.vlm_hidden_size)
+        result = run_vlm_benchmark(args.batch_size, args.repeats or 5, args.vlm_architecture, args.vlm_hidden_size)
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
 
@@ -148,7 +148,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--vlm-hidden-size", type=int, default=64, help="width of the tiny VLM's towers (bench policy --vlm)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=None, help="measured rounds (bench env, rollout, update: 3, "
-                       "after a warm-up; alignment: mini-batches, 10, at least 2)")
+                       "after a warm-up; policy --vlm: 5; alignment: mini-batches, 10, at least 2)")
     bench.add_argument("--policy", default=None, help="bench alignment: a save_pretrained folder whose weights to load "
                        "into the configured policy (default: a freshly built one)")
     bench.add_argument("--minibatch-size", type=int, default=None,

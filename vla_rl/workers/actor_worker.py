@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -202,6 +203,13 @@ class ActorWorker:
         state = torch.load(Path(folder) / "actor_state.pt", weights_only=False)
         self.scheduler.load_state_dict(state["scheduler"])
         self.training_step = state["training_step"]
+
+    def learning_rates(self) -> dict[str, Any]:
+        """What the next optimizer step uses: each parameter group's ``lr`` by name, the scheduler's step, and
+        the updates taken (``training_step``); for checks that a resumed run continues its schedule."""
+        groups = enumerate(self.optimizer.param_groups)
+        lrs = {str(group.get("name", index)): float(group["lr"]) for index, group in groups}
+        return {"lr": lrs, "scheduler_step": int(self.scheduler.last_epoch), "training_step": self.training_step}
 
     def start_profile(self, path: str) -> None:
         from vla_rl.runtime.profiling import start_torch_profiler

@@ -35,7 +35,8 @@ class AlgoConfig:
     - ``filter_groups``: drop groups whose success rate is outside [min_success_rate, max_success_rate].
     - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
       ``max_sampling_attempts`` collections.
-    - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass).
+    - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass);
+      only true is implemented (false is refused by the config check).
     - ``critic_warmup_iterations``: first iterations that train only the critic (a fresh value head on a
       pre-trained policy would otherwise feed the actor noise advantages).
     - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule
@@ -69,6 +70,24 @@ class AlgoConfig:
             require(self, name, low=0, high=1)
         if self.min_success_rate > self.max_success_rate:
             raise FieldError("min_success_rate", self.min_success_rate, f"must be <= max_success_rate={self.max_success_rate}")
+        self._refuse_unimplemented_combinations()
+
+    def _refuse_unimplemented_combinations(self) -> None:
+        """Options that would pass the types and ranges above but fail (or be ignored) in the first iteration."""
+        from vla_rl.algos import ADVANTAGE_ESTIMATORS
+
+        if not self.bypass_old_log_probs:
+            raise FieldError("bypass_old_log_probs", False, "a recompute pass of the old log-probs is not implemented; "
+                             "set it to true (the rollout and actor policies hold the same weights, so the rollout's "
+                             "log-probs are the old log-probs)")  # fmt: skip
+        grouped = self.collection.grouped_initial_states
+        for name in ("filter_groups", "dynamic_sampling"):
+            if getattr(self, name) and not grouped:
+                raise FieldError(name, True, f"needs groups of envs that share an initial state, which algo.name="
+                                 f"{self.name!r} does not collect; use algo=grpo or set it to false")  # fmt: skip
+        if "group_id" in ADVANTAGE_ESTIMATORS[self.advantage_estimator].required_keys and self.group_size < 2:
+            raise FieldError("group_size", self.group_size, f"advantage_estimator={self.advantage_estimator!r} compares "
+                             "envs within a group: set algo.group_size >= 2 (e.g. algo=grpo)")  # fmt: skip
 
     @property
     def collection(self) -> Collection:
@@ -204,4 +223,24 @@ def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
             f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "
             f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
         )
+    _check_task_sampling(cfg, algo, trainer)
     return algo, trainer
+
+
+def _check_task_sampling(cfg: DictConfig, algo: AlgoConfig, trainer: TrainerConfig) -> None:
+    """``failure`` sampling must be able to give every task ``min_envs_per_task`` envs (GRPO: groups), else its
+    first assignment fails after the workers have started."""
+    sampling = trainer.task_sampling
+    if sampling.mode != "failure" or "env" not in cfg:
+        return
+    from envs.registry import resolve
+    from vla_rl.config import resolve_tasks
+
+    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
+    units = trainer.num_envs // (algo.group_size if algo.collection.grouped_initial_states else 1)
+    if len(tasks) > 1 and units < sampling.min_envs_per_task * len(tasks):
+        unit = "groups" if algo.collection.grouped_initial_states else "envs"
+        raise ConfigError(
+            f"'trainer.task_sampling.min_envs_per_task'={sampling.min_envs_per_task}: {units} {unit} cannot give each "
+            f"of the {len(tasks)} tasks that many; lower it or add envs (trainer.envs_per_stage)"
+        )

@@ -279,11 +279,6 @@ class Trainer:
         result = compute_advantages(batch, self.algo.advantage_estimator, **self.algo.advantage_options)
         batch["advantage"] = result.advantages
         batch["return"] = result.returns
-        if not self.algo.bypass_old_log_probs:
-            raise NotImplementedError(
-                "algo.bypass_old_log_probs=false (a recompute pass) is not supported yet; the rollout and actor "
-                "policies hold the same weights, so the rollout's log-probs are the old log-probs"
-            )
         batch["old_log_prob"] = batch["rollout_log_prob"]
         flat = valid_steps(batch.exclude("success"))
         mask = batch["mask"]
