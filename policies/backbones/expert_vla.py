@@ -127,8 +127,11 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         return self.head.denoiser.expert
 
     def fsdp_blocks(self) -> list[nn.Module]:
-        """FSDP2's units: each transformer block of the backbone and of the expert, then the head and the critic."""
-        return [*self.prefix.fsdp_blocks(), *self.expert.layers, self.head, self.value_head]
+        """FSDP2's units: each block of the vision tower and of the expert, then the head and the critic. The language
+        model's blocks stay in the root unit: the expert reads their keys and values, which leave a block through the
+        cache and not through its output, so a block of its own would be resharded before that gradient reaches it
+        (FSDP2 gathers a unit again for backward when the gradient reaches the unit's outputs)."""
+        return [*self.prefix.fsdp_blocks(language_model=False), *self.expert.layers, self.head, self.value_head]
 
     # ----------------------------------------------------------------------------- the prefix
     def prefix_context(self, obs: Mapping[str, Any]) -> tuple[PrefixContext, torch.Tensor]:

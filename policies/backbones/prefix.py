@@ -74,14 +74,17 @@ class VLMPrefix(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.backbone.get_input_embeddings()
 
-    def fsdp_blocks(self) -> list[nn.Module]:
-        """The transformer blocks of both towers (every ``...layers`` module list)."""
-        return [
-            block
-            for name, module in self.backbone.named_modules()
-            if isinstance(module, nn.ModuleList) and name.endswith("layers")
-            for block in module
-        ]
+    def fsdp_blocks(self, language_model: bool = True) -> list[nn.Module]:
+        """The transformer blocks of both towers (every ``...layers`` module list); without the language model's
+        blocks for ``language_model=False``."""
+        embedding_name = next(name for name, module in self.backbone.named_modules() if module is self.word_embeddings())
+        blocks = []
+        for name, module in self.backbone.named_modules():
+            if isinstance(module, nn.ModuleList) and name.endswith("layers"):
+                owner = name.rpartition(".")[0]
+                if language_model or not embedding_name.startswith(owner + "."):
+                    blocks.extend(module)
+        return blocks
 
     def pixels(self, images: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Cameras uint8 ``(B, H, W, 3)`` -> ``(B, C, 3, S, S)``, normalised, in the backbone's dtype."""
