@@ -111,7 +111,7 @@ def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries():
     from policies.backbones.benchmark import run_vlm_benchmark
 
     result = run_vlm_benchmark(batch_size=2, repeats=1, hidden_size=32)["policies"]
-    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full"}
+    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full", "token_vla_lora", "expert_vla_lora"}
     for name, row in result.items():
         assert row["act_chunks_per_s"]["min"] <= row["act_chunks_per_s"]["median"] <= row["act_chunks_per_s"]["max"]
         sync = row["weight_sync"]
