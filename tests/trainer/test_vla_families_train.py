@@ -16,6 +16,9 @@ FAMILIES = {
                                                                     "policy.backbone.max_length=8"]),
     "expert_vla_ppo": ("policies.backbones.expert_vla:build_policy", ["policy.flow.num_inference_steps=2",
                                                                       "policy.backbone.max_length=8"]),
+    "token_vla_grpo": ("policies.backbones.token_vla:build_policy", ["policy.tokens.num_bins=16",
+                                                                     "policy.backbone.max_length=8",
+                                                                     "algo.group_size=2"]),
 }  # fmt: skip
 
 
