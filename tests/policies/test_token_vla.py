@@ -133,5 +133,22 @@ def test_a_state_free_token_policy_ignores_the_state(tiny_vlms):
                                 synthetic_stats(io_spec)).eval()  # fmt: skip
     obs = synthetic_observation(io_spec, 2)
     other = {**obs, "state": obs["state"] + 3}
+    other_images = {**obs, "images": synthetic_observation(io_spec, 2, seed=7)["images"]}
     with torch.no_grad():
-        assert torch.equal(policy.teacher_forced(obs, None)[0], policy.teacher_forced(other, None)[0])
+        logits = policy.teacher_forced(obs, None)[0]
+        assert torch.equal(logits, policy.teacher_forced(other, None)[0])
+        assert not torch.allclose(logits, policy.teacher_forced(other_images, None)[0])  # the images are merged in
+
+
+def test_bad_family_configs_are_named_before_any_model_is_loaded():
+    from policies.backbones.expert_vla import validate_policy_config as validate_expert
+    from policies.backbones.token_vla import validate_policy_config as validate_token
+
+    with pytest.raises(ValueError, match="normalization.action='mean_std'"):
+        validate_token({"backbone": {"source": "x"}, "normalization": {"action": "mean_std"}})
+    with pytest.raises(ValueError, match="tokens.decoding"):
+        validate_token({"backbone": {"source": "x"}, "tokens": {"decoding": "beam"}})
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['hidden_dim'\] in policy.flow"):
+        validate_expert({"backbone": {"source": "x"}, "flow": {"hidden_dim": 8}})
+    with pytest.raises(ValueError, match="width_fraction"):
+        validate_expert({"backbone": {"source": "x"}, "expert": {"width_fraction": 1.5}})
