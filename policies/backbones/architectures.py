@@ -58,6 +58,11 @@ class VLMArchitecture:
         """Model keyword arguments for ``pixels`` ``(B, C, 3, S, S)`` (C cameras, normalised)."""
         raise NotImplementedError
 
+    def suffix_inputs(self, inputs: dict[str, Any], suffix_start: int) -> dict[str, Any]:
+        """``inputs`` (of :meth:`image_inputs`) for a sequence whose positions from ``suffix_start`` on attend
+        causally and are not attended to by the prefix; architectures that are causal throughout change nothing."""
+        return inputs
+
 
 @register_architecture("idefics3", "smolvlm")
 class Idefics3Architecture(VLMArchitecture):
@@ -83,3 +88,9 @@ class PaliGemmaArchitecture(VLMArchitecture):
 
     def image_inputs(self, pixels: torch.Tensor, input_ids: torch.Tensor) -> dict[str, Any]:
         return {"pixel_values": pixels.flatten(0, 1), "token_type_ids": torch.zeros_like(input_ids)}
+
+    def suffix_inputs(self, inputs: dict[str, Any], suffix_start: int) -> dict[str, Any]:
+        """Token type 1 (causal, after the bidirectional prefix) on the suffix."""
+        token_types = inputs["token_type_ids"].clone()
+        token_types[:, suffix_start:] = 1
+        return {**inputs, "token_type_ids": token_types}

@@ -1,4 +1,5 @@
-"""Speed of the VLM-backbone policy (frozen, LoRA, full) side by side with the compact FiLM policy.
+"""Speed of the VLM-backbone policy (frozen, LoRA, full) and of the two VLA families (action tokens, action expert;
+LoRA) side by side with the compact FiLM policy.
 
 ``vla-rl bench policy --vlm`` prints one JSON object. For each policy, on observations shaped like the tabletop
 suite's (two 64x64 cameras, 9 state dims, 4 action dims) with the gaussian head: inference chunks per second
@@ -27,6 +28,12 @@ from policies.factory import build_from_factory
 
 COMPACT = ("policies.vla:build_policy", {"head": {"name": "gaussian", "options": {}}})
 VLM_FACTORY = "policies.backbones.vlm_policy:build_policy"
+#: The VLA families (``policies.backbones.token_vla``, ``policies.backbones.expert_vla``) as their experiments set
+#: them: parallel decoding of 256-bin tokens; a flow expert with 5 Euler steps, Flow-SDE.
+FAMILIES = {
+    "token_vla_lora": ("policies.backbones.token_vla:build_policy", {"tokens": {"temperature": 1.6}}),
+    "expert_vla_lora": ("policies.backbones.expert_vla:build_policy", {"flow": {"num_inference_steps": 5}}),
+}
 
 
 def timed(function: Callable[[], Any], repeats: int) -> dict[str, float]:
@@ -104,6 +111,8 @@ def run_vlm_benchmark(
         for train in ("frozen", "lora", "full"):
             policies[f"vlm_{train}"] = (VLM_FACTORY, {"backbone": {"source": source, "train": train},
                                                       "head": {"name": "gaussian", "options": {}}})  # fmt: skip
+        for name, (factory, options) in FAMILIES.items():
+            policies[name] = (factory, {"backbone": {"source": source, "train": "lora"}, **options})
         results = {name: measure(factory, config, batch_size, repeats) for name, (factory, config) in policies.items()}
     return {
         "batch_size": batch_size, "repeats": repeats, "torch_threads": torch.get_num_threads(),

@@ -62,7 +62,7 @@ POLICY_FILES = sorted((REPO_ROOT / "configs" / "policy").glob("*.yaml"))
 @pytest.mark.parametrize("path", POLICY_FILES, ids=[p.name for p in POLICY_FILES])
 def test_policy_files_only_override_their_policy_dataclass_defaults(path):
     data = yaml.safe_load(path.read_text()) or {}
-    node = "vlm_defaults" if "vlm_defaults" in data.get("defaults", []) else "vla_defaults"
+    node = next((d for d in data.get("defaults", []) if str(d).endswith("_defaults")), "vla_defaults")
     defaults = leaves(policy_defaults()[node])
     if "default" in data.get("defaults", []):  # it starts from default.yaml, which overrides the node already
         parent = yaml.safe_load((path.parent / "default.yaml").read_text())
@@ -70,8 +70,8 @@ def test_policy_files_only_override_their_policy_dataclass_defaults(path):
     values = leaves({key: value for key, value in data.items() if key != "defaults"})
     repeated = {key: value for key, value in values.items() if key in defaults and defaults[key] == value}
     assert not repeated, f"{path} repeats dataclass defaults: {repeated}"
-    # head.options holds the head's own config fields (checked when the head is built)
-    unknown = [key for key in values if key not in defaults and not key.startswith("head.options.")]
+    # head.options (flow for the expert VLA) holds the head's own config fields (checked when the head is built)
+    unknown = [key for key in values if key not in defaults and not key.startswith(("head.options.", "flow."))]
     assert not unknown, f"{path}: keys that are no field of the policy's dataclass: {unknown}"
 
 

@@ -116,7 +116,7 @@ def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries(capsys):
     document = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (document["batch_size"], document["repeats"], document["vlm"]["hidden_size"]) == (2, 1, 32)
     result = document["policies"]
-    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full"}
+    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full", "token_vla_lora", "expert_vla_lora"}
     for name, row in result.items():
         assert row["act_chunks_per_s"]["min"] <= row["act_chunks_per_s"]["median"] <= row["act_chunks_per_s"]["max"]
         sync = row["weight_sync"]

@@ -64,14 +64,21 @@ def dataclass_defaults(cls: type) -> dict[str, Any]:
 def policy_defaults() -> dict[str, dict[str, Any]]:
     """Hydra nodes of the ``policy`` group, one per built-in policy: its factory and its config dataclass's
     defaults (``policy/vla_defaults``: :class:`policies.config.PolicyConfig`; ``policy/vlm_defaults``:
-    :class:`policies.backbones.config.VLMPolicyConfig`). The policy yaml files list one first and override it.
+    :class:`policies.backbones.config.VLMPolicyConfig`; ``policy/token_vla_defaults`` and
+    ``policy/expert_vla_defaults``: the two VLA families of :mod:`policies.backbones`). The policy yaml files list one first and override it.
     A policy of your own (``policy.factory=...``) brings its own yaml with every key it reads."""
     from policies.backbones.config import VLMPolicyConfig
+    from policies.backbones.expert_vla import ExpertVLAConfig
+    from policies.backbones.token_vla import TokenVLAConfig
     from policies.config import PolicyConfig
 
     return {
         "vla_defaults": {"factory": "policies.vla:build_policy", **dataclass_defaults(PolicyConfig)},
         "vlm_defaults": {"factory": "policies.backbones.vlm_policy:build_policy", **dataclass_defaults(VLMPolicyConfig)},
+        "token_vla_defaults": {"factory": "policies.backbones.token_vla:build_policy",
+                               **dataclass_defaults(TokenVLAConfig)},
+        "expert_vla_defaults": {"factory": "policies.backbones.expert_vla:build_policy",
+                                **dataclass_defaults(ExpertVLAConfig)},
     }
 
 

@@ -1,0 +1,207 @@
+"""The action-expert VLA (pi0 / SmolVLA style): a flow-matching action expert reads the VLM's cached prefix.
+
+Per observation the VLM runs once over the prefix (images and instruction, :mod:`policies.backbones.prefix`),
+bidirectional where the architecture has a prefix mask (PaliGemma, as pi0) and causal otherwise; its keys and values
+of every layer form the :class:`~policies.backbones.action_expert.PrefixContext` that the action expert
+(:mod:`policies.backbones.action_expert`) attends to at every denoising step, together with the robot state as one
+suffix token. The denoising chain is the flow head's (:class:`policies.heads.flow.FlowHead`): flow matching for SFT
+(pi0's time distribution), Euler ODE for evaluation, Flow-SDE or Flow-Noise (piRL) kernels for RL with the exact
+chain log-probs of :mod:`policies.heads.chain`, and the noise-level schedule. Only its velocity network is the
+expert instead of the compact denoiser: :class:`ExpertFlowHead` reads the prefix context bound for the call
+(:meth:`ExpertFlowHead.attending`), and the head's ``embedding`` ``(B, E)`` is the mean of the prefix's last hidden
+states over its valid tokens, which Flow-Noise's std network and the critic read.
+
+Factory: ``policies.backbones.expert_vla:build_policy`` (``policy=expert_vla``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
+from policies.backbones.config import VLMBackboneConfig
+from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
+from policies.config import NormalizationConfig, ValueConfig
+from policies.heads.flow import FlowHead, FlowHeadConfig
+from policies.value import ValueHead
+from vla_rl.fields import read_dataclass
+
+
+class ExpertVelocity(nn.Module):
+    """The flow head's velocity network: ``forward(noisy (B, H, A), network time, embedding, condition_offset=None)``
+    runs the action expert on the prefix context its head has bound (the embedding is not read)."""
+
+    def __init__(self, expert: ActionExpert) -> None:
+        super().__init__()
+        self.expert = expert
+        self.context: PrefixContext | None = None
+
+    def forward(
+        self, noisy: torch.Tensor, network_time: torch.Tensor, embedding: torch.Tensor,
+        condition_offset: torch.Tensor | None = None,
+    ) -> torch.Tensor:  # fmt: skip
+        if self.context is None:
+            raise RuntimeError("the action expert needs the observation's prefix: call it inside head.attending()")
+        if condition_offset is not None:
+            raise ValueError("the action expert reads no RL-only features")
+        return self.expert(noisy, network_time, self.context)
+
+
+class ExpertFlowHead(FlowHead):
+    """:class:`FlowHead` whose velocity is the action expert's (module docstring)."""
+
+    def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: FlowHeadConfig,
+                 expert: ActionExpert) -> None:  # fmt: skip
+        super().__init__(embedding_dim, chunk_size, action_dim, config)
+        self.denoiser = ExpertVelocity(expert)  # replaces the compact denoiser FlowHead built
+
+    @contextlib.contextmanager
+    def attending(self, context: PrefixContext) -> Iterator[None]:
+        """Bind ``context`` for the sampling, log-prob or SFT calls inside the block."""
+        self.denoiser.context = context
+        try:
+            yield
+        finally:
+            self.denoiser.context = None
+
+
+@dataclass
+class ExpertVLAConfig:
+    """The action-expert VLA: the backbone, the expert, the flow chain (``FlowHeadConfig`` options except the compact
+    denoiser's size), the critic, normalisation, chunk size, and whether the state enters (one expert token)."""
+
+    backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
+    expert: ExpertConfig = field(default_factory=ExpertConfig)
+    flow: dict[str, Any] = field(default_factory=dict)
+    value: ValueConfig = field(default_factory=ValueConfig)
+    normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
+    use_state: bool = True
+    chunk_size: int = 4
+
+    def __post_init__(self) -> None:
+        self.flow_config()
+        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise ValueError(f"chunk_size={self.chunk_size!r} must be a positive integer")
+
+    def flow_config(self) -> FlowHeadConfig:
+        """The flow chain's options; an unknown one is a ValueError that lists the valid ones."""
+        valid = {f.name for f in dataclasses.fields(FlowHeadConfig)} - {"hidden_dim", "num_blocks"}
+        unknown = sorted(set(self.flow) - valid)
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown} in policy.flow; valid options: {sorted(valid)}")
+        if self.flow.get("initial_noise", "sample") != "sample" or self.flow.get("detach_embedding", False):
+            raise ValueError("policy.flow: the action expert supports initial_noise='sample' and detach_embedding=false")
+        return FlowHeadConfig(**self.flow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExpertVLAConfig:
+        return read_dataclass(cls, data, "policy")
+
+
+class ExpertVLAPolicy(PrefixedVLAPolicy):
+    """A VLM prefix and a flow-matching action expert behind the policy protocol (module docstring)."""
+
+    def __init__(self, config: ExpertVLAConfig, io_spec: Any, stats: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config, io_spec, stats, config.normalization.action, config.normalization.state)
+        spec = self.io_spec
+        self.prefix = VLMPrefix(config.backbone, spec.camera_names, 0)
+        self.prefix.output_embeddings = None
+        state_dim = spec.state_dim if config.use_state else 0
+        expert = ActionExpert(self.prefix.text_config, config.chunk_size, spec.action_dim, state_dim, config.expert)
+        hidden = self.prefix.hidden_size
+        self.head = ExpertFlowHead(hidden, config.chunk_size, spec.action_dim, config.flow_config(), expert)
+        self.value_head = ValueHead(hidden, config.value.hidden_dims, config.value.detach_input)
+
+    @property
+    def expert(self) -> ActionExpert:
+        return self.head.denoiser.expert
+
+    def fsdp_blocks(self) -> list[nn.Module]:
+        """FSDP2's units: each block of the vision tower and of the expert, then the head and the critic. The language
+        model's blocks stay in the root unit: the expert reads their keys and values, which leave a block through the
+        cache and not through its output, so a block of its own would be resharded before that gradient reaches it
+        (FSDP2 gathers a unit again for backward when the gradient reaches the unit's outputs)."""
+        return [*self.prefix.fsdp_blocks(language_model=False), *self.expert.layers, self.head, self.value_head]
+
+    # ----------------------------------------------------------------------------- the prefix
+    def prefix_context(self, obs: Mapping[str, Any]) -> tuple[PrefixContext, torch.Tensor]:
+        """``(context, embedding (B, E))``: the VLM's keys and values of every layer over the prefix, and the mean of
+        its last hidden states over the valid prefix tokens."""
+        images, state, instructions = self.prepare_observation(obs)
+        pixels = self.prefix.pixels(images)
+        embeddings, mask = self.prefix.embed(None, instructions, pixels.device)
+        length = embeddings.shape[1]
+        output = self.prefix.backbone(
+            inputs_embeds=embeddings, attention_mask=mask, use_cache=True,
+            **self.prefix.model_inputs(pixels, length, length),
+        )  # fmt: skip
+        layers = output.cache.layers
+        context = PrefixContext([layer.keys for layer in layers], [layer.values for layer in layers], mask,
+                                state if self.config.use_state else None)  # fmt: skip
+        weights = mask.unsqueeze(-1).float()
+        embedding = (output.last_hidden_state.float() * weights).sum(1) / weights.sum(1)
+        return context, embedding
+
+    # ----------------------------------------------------------------------------- protocol
+    @torch.no_grad()
+    def act(
+        self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Denoise a chunk from the prefix computed once; ``actions`` ``(B, H, A)`` in env units, clipped; extras:
+        ``log_prob`` ``(B, H, A)``, ``value`` ``(B,)``, ``action_normalized`` and the chain's ``replay.*``."""
+        context, embedding = self.prefix_context(obs)
+        with self.head.attending(context):
+            normalized, replay = self.head.sample(embedding, deterministic=deterministic, generator=generator)
+        replay = dict(replay)
+        extras = {
+            "log_prob": replay.pop("log_prob"),
+            "value": self.value_head(embedding),
+            "action_normalized": normalized,
+            **{"replay." + name: tensor for name, tensor in replay.items()},
+        }
+        return self.to_env_units(normalized), extras
+
+    def evaluate(
+        self, obs: Mapping[str, Any], extras: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``(log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` of the stored chain, with gradients."""
+        if "action_normalized" not in extras.keys():
+            raise KeyError("extras lack 'action_normalized'; pass the extras that act() returned")
+        replay = {key[len("replay."):]: self._tensor(extras[key]) for key in extras.keys() if key.startswith("replay.")}
+        actions = self._tensor(extras["action_normalized"], torch.float32)
+        context, embedding = self.prefix_context(obs)
+        with self.head.attending(context):
+            log_prob, entropy = self.head.log_prob(embedding, actions, replay)
+        return log_prob, entropy, self.value_head(embedding)
+
+    def value(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        """State value ``(B,)``."""
+        return self.value_head(self.prefix_context(obs)[1])
+
+    def bc_loss(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        """Flow matching on the expert chunk (``batch["action"]`` ``(B, H, A)`` in env units), masked by
+        ``batch["action_mask"]`` ``(B, H)``."""
+        normalized, mask = self.expert_actions(batch)
+        context, embedding = self.prefix_context(batch)
+        with self.head.attending(context):
+            return self.head.bc_loss(embedding, normalized, mask)
+
+
+def validate_policy_config(config: Mapping[str, Any]) -> None:
+    """Keys and values (no model is loaded)."""
+    ExpertVLAConfig.from_dict(dict(config))
+
+
+def build_policy(config: Mapping[str, Any], io_spec: Any, stats: Mapping[str, Any] | None) -> ExpertVLAPolicy:
+    """The factory: an :class:`ExpertVLAPolicy` from its config dict (``ExpertVLAConfig`` fields)."""
+    return ExpertVLAPolicy(ExpertVLAConfig.from_dict(dict(config)), io_spec, stats)
