@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from vla_rl.commands import COMMAND_MODULES
+from vla_rl.commands.common import CONFIG_DIR_HELP
 from vla_rl.config import ConfigError
 
 
@@ -21,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vla-rl", description="Train vision-language-action robot policies with RL in simulation."
     )
+    parser.add_argument("--config-dir", dest="global_config_dir", action="append", default=[], metavar="DIR",
+                        help=CONFIG_DIR_HELP)  # also after the command's name
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(commands)
@@ -41,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # overrides after an option (`--config-dir DIR`): argparse leaves them over
         args.overrides = [*args.overrides, *extra]
     try:
-        with searching_config_dirs(getattr(args, "config_dir", None) or ()):
+        with searching_config_dirs([*args.global_config_dir, *(getattr(args, "config_dir", None) or ())]):
             return args.func(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

@@ -80,7 +80,7 @@ def _search_dirs() -> list[Path]:
     return [config_dir(), *extra_config_dirs()]
 
 
-def _group_options(group: str) -> list[str]:
+def group_options(group: str) -> list[str]:
     folders = [folder / group for folder in _search_dirs() if (folder / group).is_dir()]
     return sorted({path.stem for folder in folders for path in folder.glob("*.yaml")})
 
@@ -163,7 +163,7 @@ def _explain_missing_group(message: str, overrides: Sequence[str]) -> str:
         group, _, choice = override.partition("=")
         group = group.lstrip("+~")
         if "." not in group and any((folder / group).is_dir() for folder in _search_dirs()):
-            options = _group_options(group)
+            options = group_options(group)
             if choice not in options:
                 searched = ", ".join(str(folder / group) for folder in _search_dirs())
                 return (f"config group '{group}' has no option {choice!r}; allowed: {', '.join(options)} (searched "
@@ -175,9 +175,10 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
     message = str(error)
     cause = error.__cause__ or error
     cause_text = str(cause)
-    for override in overrides:
+    # The most specific key first: `policy.pool_sise=3` is the culprit, not the `policy=...` choice before it.
+    for override in sorted(overrides, key=lambda o: -len(_override_key(o))):
         key = _override_key(override)
-        if f"'{key}'" in message or key in cause_text:
+        if f"'{key}'" in message or f"full_key: {key}\n" in f"{cause_text}\n":
             parent, _, leaf = key.rpartition(".")
             try:
                 base = compose_without(overrides, override)
@@ -187,9 +188,21 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
             where = f"under '{parent}'" if parent else "at the top level"
             hint = f"; known keys {where}: {', '.join(known)}" if known else ""
             if "not in struct" in cause_text or "Could not override" in message or "Could not append" in message:
-                return f"unknown config key '{key}'{hint}"
+                return f"unknown config key '{key}'{_suggestion(override, parent, leaf, known)}{hint}"
             return f"bad override {override!r}: {cause_text.splitlines()[0]}{hint}"
     return message
+
+
+def _suggestion(override: str, parent: str, leaf: str, known: Sequence[str]) -> str:
+    """``; did you mean 'policy.pool_size'?`` for a typo, or how to add a key that no file declares."""
+    import difflib
+
+    close = difflib.get_close_matches(leaf, list(known), n=1, cutoff=0.75)
+    if close:
+        return f"; did you mean '{parent + '.' if parent else ''}{close[0]}'?"
+    if override.startswith("+"):
+        return ""
+    return f"; to add a key the config files do not declare, write +{override}"
 
 
 def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:

@@ -48,7 +48,7 @@ class CollectConfig:
     """
 
     episodes_per_task: int = 10
-    output: str = "data/${env.id}"
+    output: str = "data/${path_name:${env.id}}"
     noise_std: float = 0.0
     keep_failed: bool = False
     max_attempts_per_episode: int = 5

@@ -293,7 +293,13 @@ class ChunkedEnvs:
             if self._expert_serials[index] != self.reset_serials[index]:
                 expert.reset()  # a new episode began since the expert last acted
                 self._expert_serials[index] = self.reset_serials[index]
-            chunks[index, 0] = np.asarray(expert.act(self.observations[index]), dtype=np.float32)
+            action = np.asarray(expert.act(self.observations[index]), dtype=np.float32)
+            if action.shape != (action_dim,):
+                raise ValueError(f"the scripted expert {type(expert).__module__}.{type(expert).__qualname__} of env "
+                                 f"{self.env_id or env.unwrapped.env_spec.name!r}, task {self.tasks[index]!r} returned "
+                                 f"an action of shape {action.shape} for the action space of shape ({action_dim},); "
+                                 "`vla-rl envs check` runs the expert")  # fmt: skip
+            chunks[index, 0] = action
         return chunks
 
     def enable_video(self, indices: Sequence[int], cameras: Sequence[str], size: tuple[int, int]) -> None:
