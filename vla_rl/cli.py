@@ -18,6 +18,18 @@ from vla_rl.commands.common import CONFIG_DIR_HELP
 from vla_rl.config import ConfigError
 
 
+#: Errors whose message says in full what a plug-in (an env, a policy) or a run did wrong: printed as one line, exit
+#: status 1, no traceback. (module, class): an error of a module that was never imported cannot have been raised, so
+#: the CLI imports none of them (policies would import torchvision, see docs/platform.md).
+PLUGIN_ERRORS = (("policies.factory", "PolicyProtocolError"), ("vla_rl.workers.chunked_envs", "EnvOutputError"),
+                 ("vla_rl.algos.losses", "NonFiniteLossError"))  # fmt: skip
+
+
+def is_plugin_error(error: BaseException) -> bool:
+    types = tuple(getattr(sys.modules[module], name) for module, name in PLUGIN_ERRORS if module in sys.modules)
+    return isinstance(error, types)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vla-rl", description="Train vision-language-action robot policies with RL in simulation."
@@ -56,10 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Imported here, not above: torch's checkpoint module costs seconds that `envs`, `plot` and `config` skip.
         from vla_rl.runtime.checkpoint import CheckpointLoadError
 
-        if not isinstance(error, CheckpointLoadError):
-            raise
-        print(f"checkpoint error: {error}", file=sys.stderr)
-        return 2
+        if isinstance(error, CheckpointLoadError):
+            print(f"checkpoint error: {error}", file=sys.stderr)
+            return 2
+        if is_plugin_error(error):
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

@@ -246,3 +246,24 @@ for _factory, _expert in ((make_with_expert, PointExpert), (make_with_broken_exp
                           (make_with_useless_expert, StandStillExpert)):  # fmt: skip
     _factory.tasks = TASKS
     _factory.expert = lambda env, task, _expert=_expert, **kwargs: _expert(env, task, **kwargs)
+
+
+class WideActionPointEnv(PointEnv):
+    """Actions in Box(-2, 2) (a velocity command, 0.05 per unit per step): bounds symmetric about 0 and wider than
+    [-1, 1], where a policy's normalised output looks plausible in env units."""
+
+    def __init__(self, task: str = "reach_red", image_size: int = 32, max_episode_steps: int = 20):
+        super().__init__(task, image_size, max_episode_steps)
+        self.env_spec = replace(self.env_spec, action_low=(-2.0, -2.0), action_high=(2.0, 2.0))
+        self.action_space = __import__("gymnasium").spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
+
+    def step(self, action):
+        action = validate_action(action, self.action_space)
+        return super().step(0.05 * action)
+
+
+def make_wide(task: str = "reach_red", **kwargs) -> WideActionPointEnv:
+    return WideActionPointEnv(task=task, **kwargs)
+
+
+make_wide.tasks = TASKS
