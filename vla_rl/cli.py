@@ -22,7 +22,7 @@ from vla_rl.config import ConfigError
 #: status 1, no traceback. (module, class): an error of a module that was never imported cannot have been raised, so
 #: the CLI imports none of them (policies would import torchvision, see docs/platform.md).
 PLUGIN_ERRORS = (("policies.factory", "PolicyProtocolError"), ("vla_rl.workers.chunked_envs", "EnvOutputError"),
-                 ("vla_rl.algos.losses", "NonFiniteLossError"))  # fmt: skip
+                 ("vla_rl.stages.rl.trainer", "NonFiniteLossError"))  # fmt: skip
 
 
 def is_plugin_error(error: BaseException) -> bool:

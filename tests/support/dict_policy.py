@@ -140,3 +140,22 @@ def make_numpy_bc_loss(config, io_spec, stats) -> NumpyOnlyBCLoss:
 
 def make_without_chunk_size(config, io_spec, stats) -> HorizonInsteadOfChunkSize:
     return HorizonInsteadOfChunkSize(config, io_spec, stats)
+
+
+class NaNCritic(DictConfigPolicy):
+    """A critic that answers NaN: every advantage, hence the losses, are NaN while the env is finite."""
+
+    def value(self, obs) -> torch.Tensor:
+        return super().value(obs) * float("nan")
+
+    def act(self, obs, deterministic: bool = False, generator: torch.Generator | None = None):
+        actions, extras = super().act(obs, deterministic, generator)
+        return actions, {**extras, "value": extras["value"] * float("nan")}
+
+    def evaluate(self, obs, extras):
+        log_prob, entropy, value = super().evaluate(obs, extras)
+        return log_prob, entropy, value * float("nan")
+
+
+def make_nan_critic(config, io_spec, stats) -> NaNCritic:
+    return NaNCritic(config, io_spec, stats)

@@ -16,6 +16,7 @@ Episode seeds are deterministic: env ``i`` of a stage draws its k-th episode wit
 
 from __future__ import annotations
 
+import math
 import pkgutil
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +38,26 @@ ENV_METHODS = ("deactivate_envs", "env_spec", "use_experts", "expert_action_chun
 ENV_ATTRIBUTES = ("init_states", "tasks")
 
 Observation = dict[str, Any]
+
+
+class EnvOutputError(RuntimeError):
+    """An env returned what no policy can learn from (a non-finite state or reward). The message names the env, its
+    task and where in the episode; the framework stops rather than blame the policy for the actions that follow."""
+
+
+def check_env_output(env_id: str, task: str, observation: Observation, reward: float | None, where: str) -> None:
+    """Raise :class:`EnvOutputError` unless ``observation["state"]`` and ``reward`` (None: after a reset) are finite.
+
+    ``where``: which call returned them, e.g. ``"step 3 of the episode from reset(seed=7)"``.
+    """
+    state = np.asarray(observation["state"], dtype=np.float64)
+    if not np.all(np.isfinite(state)):
+        raise EnvOutputError(f"env {env_id!r}, task {task!r} returned a non-finite state {state.tolist()} at {where}: "
+                             f"the env produced it, not the policy; check the env (`vla-rl envs check "
+                             f"{env_id}/{task}`) and its simulation")  # fmt: skip
+    if reward is not None and not math.isfinite(float(reward)):
+        raise EnvOutputError(f"env {env_id!r}, task {task!r} returned the reward {reward} at {where}: the env "
+                             "produced it, not the policy; rewards must be finite numbers")  # fmt: skip
 
 
 def stack_observations(observations: Sequence[Observation]) -> Observation:
@@ -92,6 +113,7 @@ class ChunkedEnvs:
         self.lengths = np.zeros(num_envs, np.int64)
         self.init_states: list[Any] = [None] * num_envs
         self.tasks: list[str] = [""] * num_envs
+        self.episode_seeds: list[int] = [0] * num_envs  # the seed of each env's current episode (for error messages)
         self.observations: list[Observation] = []
         # Evaluation helpers (off unless enabled): scripted experts acting here, video frames captured here.
         self.reset_serials = np.zeros(num_envs, np.int64)  # counts resets of each env
@@ -105,6 +127,9 @@ class ChunkedEnvs:
     @property
     def num_envs(self) -> int:
         return len(self.envs)
+
+    def _env_name(self, index: int) -> str:
+        return self.env_id or self.envs[index].unwrapped.env_spec.name
 
     def _next_seed(self, index: int) -> int:
         seed = int(self.base_seed + index * 100_003 + int(self.episode_counts[index]))
@@ -121,6 +146,8 @@ class ChunkedEnvs:
         observation, info = self.envs[index].reset(seed=seed, options=options or None)
         self.init_states[index] = info.get("init_state")
         self.tasks[index] = str(info.get("task", task or ""))
+        self.episode_seeds[index] = seed
+        check_env_output(self._env_name(index), self.tasks[index], observation, None, f"reset(seed={seed})")
         self.active[index] = True
         self.returns[index] = 0.0
         self.lengths[index] = 0
@@ -173,6 +200,9 @@ class ChunkedEnvs:
             try:
                 for action in action_chunks[index]:
                     observation, step_reward, term, trunc, info = env.step(action)
+                    check_env_output(self._env_name(index), self.tasks[index], observation, step_reward,
+                                     f"step {self.lengths[index] + executed[index] + 1} of the episode from "
+                                     f"reset(seed={self.episode_seeds[index]})")  # fmt: skip
                     self.observations[index] = observation
                     reward[index] += float(step_reward)
                     executed[index] += 1
