@@ -154,8 +154,61 @@ def load_config(overrides: Sequence[str] = (), config_name: str = "config") -> D
     except (ConfigCompositionException, OverrideParseException) as error:
         raise ConfigError(_explain_composition(error, overrides)) from None
     OmegaConf.set_struct(cfg, True)
+    check_experiment_head(cfg, overrides)
     validate_config(cfg)
     return cfg
+
+
+def _choices(overrides: Sequence[str]) -> dict[str, Any]:
+    """The group options Hydra chose for ``overrides`` (``{"policy": "gaussian", ...}``)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    extra = extra_config_dirs()
+    search = [f"hydra.searchpath=[{','.join(folder.as_uri() for folder in extra)}]"] if extra else []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            cfg = compose(config_name="config", overrides=[*search, *overrides], return_hydra_config=True)
+            return dict(cfg.hydra.runtime.choices)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def check_experiment_head(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """An experiment that chooses a policy chooses its head; ``policy=P`` on the command line must keep that head or
+    name the one it wants.
+
+    ``experiment=gaussian_ppo policy=vlm`` composes the VLM policy file, whose head (flow) replaces the experiment's
+    (gaussian): the run would train another head than the experiment's name says. Refused unless
+    ``policy.head.name=...`` says which head to train. Policies without a ``head`` section (a factory of one's own)
+    and experiments that choose no policy (``rl_only``) are not concerned.
+
+    Raises:
+        ConfigError: the heads differ and no ``policy.head.name`` override says which one.
+    """
+    keys = {_override_key(o): o for o in overrides if not o.startswith("~")}
+    if "policy" not in keys or "experiment" not in keys or "policy.head.name" in keys or "policy.head" in keys:
+        return
+    head = OmegaConf.select(cfg, "policy.head.name", default=None)
+    if head is None:
+        return
+    # the policy choice and its keys dropped (`policy.backbone.source` exists only in the chosen policy's file)
+    without_policy = [o for o in overrides if not _override_key(o).startswith(("policy.", "policy="))
+                      and _override_key(o) != "policy"]  # fmt: skip
+    experiment_policy = _choices(without_policy).get("policy")
+    root_policy = _choices([o for o in without_policy if o != keys["experiment"]]).get("policy")
+    if experiment_policy == root_policy:  # the experiment chooses no policy of its own
+        return
+    experiment_head = OmegaConf.select(_compose("config", without_policy), "policy.head.name", default=None)
+    if experiment_head is None or experiment_head == head:
+        return
+    experiment, policy = cfg.experiment.name, keys["policy"].partition("=")[2]
+    raise ConfigError(
+        f"experiment={experiment} trains the head {experiment_head!r} (its policy={experiment_policy}), but policy={policy} "
+        f"brings the head {head!r}: the run would train {head!r} under {experiment}'s name and settings. Say which "
+        f"head to train: policy.head.name={experiment_head} (the experiment's), or policy.head.name={head}"
+    )
 
 
 def _explain_missing_group(message: str, overrides: Sequence[str]) -> str:
