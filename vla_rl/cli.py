@@ -17,7 +17,6 @@ from vla_rl.commands import COMMAND_MODULES
 from vla_rl.commands.common import CONFIG_DIR_HELP
 from vla_rl.config import ConfigError
 
-
 #: Errors whose message says in full what a plug-in (an env, a policy) or a run did wrong: printed as one line, exit
 #: status 1, no traceback. (module, class): an error of a module that was never imported cannot have been raised, so
 #: the CLI imports none of them (policies would import torchvision, see docs/platform.md).

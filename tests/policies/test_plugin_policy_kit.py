@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 import policies  # noqa: F401  (before any rendering in this process: see docs/platform.md)
-from policies.checks import CheckResult, PolicyConformanceError, run_checks, synthetic_io_spec, synthetic_stats
+from policies.checks import (
+    CheckResult,
+    PolicyConformanceError,
+    run_checks,
+    synthetic_io_spec,
+    synthetic_stats,
+)
 from policies.factory import PolicyProtocolError, build_from_factory, chunk_size_of, save_policy
 from vla_rl.cli import main
 

@@ -39,7 +39,7 @@ def env_under_test(target: str, overrides: list[str], all_tasks: bool) -> EnvUnd
         UnknownEnvError, ImportError, ValueError: the env id does not resolve (the message says why).
     """
     from envs.registry import registered, resolve
-    from vla_rl.config import ConfigError, group_options, env_kwargs, load_config, resolve_tasks
+    from vla_rl.config import ConfigError, env_kwargs, group_options, load_config, resolve_tasks
 
     name, _, task = target.partition("/")
     if ":" in name or name in registered():
