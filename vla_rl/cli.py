@@ -21,6 +21,7 @@ from vla_rl.config import ConfigError
 #: status 1, no traceback. (module, class): an error of a module that was never imported cannot have been raised, so
 #: the CLI imports none of them (policies would import torchvision, see docs/platform.md).
 PLUGIN_ERRORS = (("policies.factory", "PolicyProtocolError"), ("vla_rl.workers.chunked_envs", "EnvOutputError"),
+                 ("vla_rl.workers.chunked_envs", "PolicyOutputError"),
                  ("vla_rl.stages.rl.trainer", "NonFiniteLossError"))  # fmt: skip
 
 

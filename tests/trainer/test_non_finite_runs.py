@@ -55,6 +55,31 @@ def test_a_nan_reward_is_named_where_the_env_worker_receives_it():
     envs.close()
 
 
+def test_a_nan_action_chunk_is_named_as_the_policys_before_the_env_sees_it():
+    import numpy as np
+    import point_env
+
+    from vla_rl.workers.chunked_envs import ChunkedEnvs, PolicyOutputError
+    from vla_rl.workers.env_group import raise_env_output_error
+
+    envs = ChunkedEnvs(lambda index: point_env.make("reach_red", image_size=16), 2, env_id="point_env:make")
+    envs.reset()
+    chunks = np.zeros((2, 2, 2), np.float32)
+    chunks[1, 1, 0] = np.nan
+    with pytest.raises(PolicyOutputError, match=r"^the policy's action chunk for env 'point_env:make', task 'reach_red' "
+                                                r"holds NaN or inf: \[\[0.0, 0.0\], \[nan, 0.0\]\]") as error:  # fmt: skip
+        envs.step(chunks)
+    assert envs.lengths.tolist() == [0, 0]  # no env stepped
+    envs.close()
+
+    class RemoteFailure(Exception):  # what ray.get raises: the worker's exception as its `cause`
+        cause = error.value
+
+    with pytest.raises(PolicyOutputError, match="holds NaN or inf"):
+        raise_env_output_error(RemoteFailure())
+    raise_env_output_error(RuntimeError("a crash: the group replaces the worker"))  # not re-raised
+
+
 def test_check_finite_update_names_each_bad_metric():
     check_finite_update(0, {"loss/policy": 0.5, "loss/value": 1.0, "optim/grad_norm": 2.0, "optim/lr": 1e-4})
     with pytest.raises(NonFiniteLossError, match=r"^RL iteration 4: loss/policy = nan, optim/grad_norm = inf\. "):

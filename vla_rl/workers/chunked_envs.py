@@ -45,6 +45,11 @@ class EnvOutputError(RuntimeError):
     task and where in the episode; the framework stops rather than blame the policy for the actions that follow."""
 
 
+class PolicyOutputError(RuntimeError):
+    """The policy sent a non-finite action chunk; the message names the env it was for. Raised before the env sees
+    it, so the env's own ``InvalidActionError`` does not look like a simulator crash."""
+
+
 def check_env_output(env_id: str, task: str, observation: Observation, reward: float | None, where: str) -> None:
     """Raise :class:`EnvOutputError` unless ``observation["state"]`` and ``reward`` (None: after a reset) are finite.
 
@@ -182,6 +187,11 @@ class ChunkedEnvs:
         if action_chunks.ndim != 3 or action_chunks.shape[0] != self.num_envs:
             raise ValueError(f"action chunks must have shape (num_envs={self.num_envs}, H, A), got {action_chunks.shape}")
         count = self.num_envs
+        finite = np.isfinite(action_chunks.reshape(count, -1)).all(axis=1)
+        for index in np.flatnonzero(self.active & ~finite):
+            raise PolicyOutputError(f"the policy's action chunk for env {self._env_name(index)!r}, task "
+                                    f"{self.tasks[index]!r} holds NaN or inf: {action_chunks[index].tolist()} (the env's "
+                                    "states and rewards so far were finite); check the policy and the run's losses")  # fmt: skip
         reward = np.zeros(count, np.float32)
         terminated = np.zeros(count, bool)
         truncated = np.zeros(count, bool)

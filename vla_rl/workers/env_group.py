@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from vla_rl.workers.chunked_envs import ChunkResult, EnvOutputError, Observation
+from vla_rl.workers.chunked_envs import ChunkResult, EnvOutputError, Observation, PolicyOutputError
 from vla_rl.workers.env_worker import EnvWorker, EnvWorkerConfig, describe_actor_failure
 
 logger = logging.getLogger(__name__)
@@ -46,11 +46,11 @@ def concat_results(parts: list[ChunkResult], envs_per_part: int) -> ChunkResult:
 
 
 def raise_env_output_error(error: BaseException) -> None:
-    """Re-raise the :class:`EnvOutputError` a worker raised, as itself: a replacement worker would meet it again, so
-    it stops the run (naming the env) instead of replacing the worker."""
+    """Re-raise the :class:`EnvOutputError` or :class:`PolicyOutputError` a worker raised, as itself: a replacement
+    worker would meet it again, so it stops the run (naming the env, or the policy) instead of replacing the worker."""
     cause = getattr(error, "cause", None)
-    if isinstance(cause, EnvOutputError):
-        raise EnvOutputError(str(cause)) from None
+    if isinstance(cause, EnvOutputError | PolicyOutputError):
+        raise type(cause)(str(cause)) from None
 
 
 def _discard(future: Any) -> None:
