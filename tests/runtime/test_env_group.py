@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 import point_env
+import pytest
 import ray
 
 from vla_rl.workers.chunked_envs import ChunkedEnvs
