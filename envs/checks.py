@@ -3,13 +3,16 @@
 ``vla-rl envs check NAME[/TASK]`` runs :func:`run_checks`. It checks the protocol of :mod:`envs.base`
 first, in vla-rl's own words (the spec, every observation key after reset and after steps), then runs
 gymnasium's env checker for the API (with its advice about normalised action spaces and infinite bounds
-left out: actions are in the robot's own units), then determinism, ``is_success``, the reset options and
-bad actions. It stops at the first failure with a :class:`ConformanceError` that says which check failed
+left out: actions are in the robot's own units), then determinism, ``is_success``, the reset options, init states and infos that
+survive JSON, bad actions, and last the env's scripted expert when it has one (its actions' shape and bounds,
+success on a few seeds). It stops at the first failure with a :class:`ConformanceError` that says which check failed
 and why, in plain text (no terminal colour codes).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -31,6 +34,10 @@ CHARSET_TEXT = "ASCII letters, digits, space and , . ' - ! ?"
 GYMNASIUM_ADVICE = (".*symmetric and normalized space.*", ".*infinity.*", ".*render.*")
 #: Steps of random actions whose observations :func:`check_observation` checks like the reset's.
 OBSERVATION_STEPS = 3
+#: Seeded episodes the scripted expert plays in :func:`check_expert`; it must succeed on most of them.
+EXPERT_SEEDS = (0, 1, 2)
+#: How far (absolute) an expert's action may stray outside the action space's bounds (float32 round-off).
+BOUNDS_TOLERANCE = 1e-6
 
 
 def plain(text: str) -> str:
@@ -251,6 +258,99 @@ def check_bad_actions(env: gym.Env) -> None:
             raise ConformanceError("bad-action", f"a {label} action was accepted; it must raise InvalidActionError")
 
 
+def json_problem(value: Any, where: str) -> str | None:
+    """Where ``value`` holds something JSON cannot store exactly (``where['key']`` and its type), or None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where} has the key {key!r} of type {type(key).__name__} (JSON keys are strings)"
+            problem = json_problem(item, f"{where}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{where}[{index}]")
+            if problem:
+                return problem
+        return None
+    if value is None or isinstance(value, str | bool | int) and not isinstance(value, np.generic):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value} (JSON has no NaN or infinity)"
+    return (f"{where} is a {type(value).__module__}.{type(value).__name__} ({value!r:.60}); JSON stores lists, dicts, "
+            "str, int, float, bool and None: convert it (an array's .tolist(), a numpy number's .item())")
+
+
+def check_json(env: gym.Env, seed: int = 3) -> None:
+    """``info["init_state"]`` and every info serialise to JSON (demonstrations and GRPO groups store them), and the
+    init state read back from JSON restores the episode."""
+    observation, info = env.reset(seed=seed)
+    problem = json_problem(info, "reset info")
+    _require(problem is None, "json", f"{problem}")
+    init_state = json.loads(json.dumps(info["init_state"]))
+    restored, _ = env.reset(seed=seed + 1, options={"init_state": init_state})
+    _require(_observations_equal(observation, restored), "json",
+             "reset(options={'init_state': json.loads(json.dumps(info['init_state']))}) did not restore the "
+             "observation: the init state must survive a JSON round trip")  # fmt: skip
+    env.action_space.seed(seed)
+    for step in range(1, OBSERVATION_STEPS + 1):
+        _, reward, terminated, truncated, step_info = env.step(env.action_space.sample())
+        problem = json_problem(step_info, f"step {step}'s info")
+        _require(problem is None, "json", f"{problem}")
+        _require(math.isfinite(float(reward)), "json", f"step {step}'s reward is {reward}: rewards must be finite")
+        if terminated or truncated:
+            break
+
+
+def expert_name(expert: Any) -> str:
+    """``package.module.Class`` of a scripted expert, as a user finds it in their code."""
+    return f"{type(expert).__module__}.{type(expert).__qualname__}"
+
+
+def check_expert(env: gym.Env, make_expert: Callable[[gym.Env], Any], seeds: tuple[int, ...] = EXPERT_SEEDS) -> None:
+    """The scripted expert's actions fit the action space (shape, finite, within the bounds), and it succeeds on
+    most of the seeded episodes ``seeds``. ``make_expert(env)`` builds it (``envs.experts.get_expert``)."""
+    try:
+        expert = make_expert(env)
+    except Exception as error:  # noqa: BLE001 - a failure inside the plug-in, reported in one line
+        raise ConformanceError("expert", f"building the expert raised {type(error).__name__}: {error}") from error
+    name = expert_name(expert)
+    space = env.action_space
+    successes = []
+    for seed in seeds:
+        observation, _ = env.reset(seed=seed)
+        info: dict[str, Any] = {}
+        _call_expert(expert, "reset", f"(seed {seed})", seed=seed)
+        for step in range(env.env_spec.max_episode_steps):
+            where = f"(seed {seed}, step {step})"
+            action = np.asarray(_call_expert(expert, "act", where, observation))
+            _require(action.shape == space.shape, "expert",
+                     f"{name}.act returned an action of shape {action.shape} for the action space of shape "
+                     f"{space.shape} {where}")  # fmt: skip
+            _require(bool(np.all(np.isfinite(action))), "expert", f"{name}.act returned {action.tolist()} {where}")
+            outside = (action < space.low - BOUNDS_TOLERANCE) | (action > space.high + BOUNDS_TOLERANCE)
+            _require(not bool(outside.any()), "expert",
+                     f"{name}.act returned {action.tolist()} outside the action space {_bounds_text(space)} {where}: "
+                     "an expert acts in the env's own units, within its bounds")  # fmt: skip
+            observation, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        successes.append(bool(info.get("is_success", False)))
+    _require(2 * sum(successes) > len(successes), "expert",
+             f"{name} succeeded on {sum(successes)} of {len(successes)} seeded episodes (seeds {list(seeds)}); it must "
+             "succeed on most, so that its demonstrations teach the task")  # fmt: skip
+
+
+def _call_expert(expert: Any, method: str, where: str, *args: Any, **kwargs: Any) -> Any:
+    """``expert.method(...)``; an exception inside it is one ConformanceError naming the expert's method."""
+    try:
+        return getattr(expert, method)(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a failure inside the plug-in, reported in one line
+        raise ConformanceError("expert", f"{expert_name(expert)}.{method} raised {type(error).__name__}: {error} "
+                               f"{where}") from error  # fmt: skip
+
+
 CHECKS: dict[str, Callable[[gym.Env], None]] = {
     "spec": check_spec,
     "observation": check_observation,
@@ -258,6 +358,7 @@ CHECKS: dict[str, Callable[[gym.Env], None]] = {
     "determinism": check_determinism,
     "success": check_success_reported,
     "reset-options": check_reset_options,
+    "json": check_json,
     "bad-action": check_bad_actions,
 }
 
@@ -270,12 +371,20 @@ def _closing(env: gym.Env) -> Iterator[gym.Env]:
         env.close()
 
 
-def run_checks(make_env: Callable[[], gym.Env], report: Callable[[CheckResult], None] | None = None) -> None:
+def run_checks(
+    make_env: Callable[[], gym.Env],
+    report: Callable[[CheckResult], None] | None = None,
+    make_expert: Callable[[gym.Env], Any] | None = None,
+) -> None:
     """Run every check on a fresh env from ``make_env``; raise on the first failure.
 
-    ``report`` is called with each passed (or the failed) check, for progress output.
+    ``report`` is called with each passed (or the failed) check, for progress output. ``make_expert(env)``: the
+    env's scripted expert (:func:`check_expert` runs last), or None when it has none.
     """
-    for name, check in CHECKS.items():
+    checks = dict(CHECKS)
+    if make_expert is not None:
+        checks["expert"] = lambda env: check_expert(env, make_expert)
+    for name, check in checks.items():
         try:
             env = make_env()
         except Exception as error:

@@ -17,11 +17,17 @@ What the returned module must provide (the policy protocol, checked by ``vla-rl 
 - ``evaluate(obs, extras) -> (log_prob (B, H, A), entropy (B, H, A) or None, value (B,))`` with gradients,
   equal to ``act``'s ``log_prob`` for the same weights;
 - ``value(obs) -> (B,)``; ``bc_loss(batch) -> scalar`` with ``batch["action"]`` ``(B, H, A)`` in env units;
-- ``config`` (a dataclass with ``to_dict()``, or a dict) with ``chunk_size``; ``io_spec`` (``to_dict()`` or a
-  dict); ``stats`` (the statistics it was built with); ``device``;
-- ``save_pretrained(folder)``: usually :func:`policies.hub.save_pretrained`, which writes the weights,
-  config, io spec, statistics and this factory's path, so that :func:`policies.hub.load_pretrained` can
-  rebuild any policy through its own factory.
+- ``config`` (a dataclass with ``to_dict()``, or a plain dict) with ``chunk_size``, read through
+  :func:`chunk_size_of`; ``io_spec`` (``to_dict()`` or a dict); ``stats`` (the statistics it was built with);
+  ``device``;
+- ``save_pretrained(folder) -> Path``: writes the policy and **returns the folder** (SFT and RL use the return
+  value); usually ``return policies.hub.save_pretrained(self, folder)``, which writes the weights, config, io
+  spec, statistics and this factory's path, so that :func:`policies.hub.load_pretrained` can rebuild any
+  policy through its own factory.
+
+``bc_loss`` gets SFT's batches: torch CPU tensors (``images`` uint8 ``(B, H, W, 3)`` per camera, ``state``
+float32 ``(B, S)``, ``action`` float32 ``(B, H, A)``, ``action_mask`` bool ``(B, H)``) and a list of B
+instructions; ``act`` and ``evaluate`` get the rollouts' numpy observations.
 
 The critic's parameters live under ``value_head.`` (the optimizer gives them ``optim.critic_lr``).
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -99,10 +106,47 @@ def factory_of(policy: nn.Module) -> str:
     return str(getattr(policy, FACTORY_ATTRIBUTE, DEFAULT_POLICY_FACTORY))
 
 
+class PolicyProtocolError(TypeError):
+    """A policy breaks the protocol above in a way the framework meets at run time; the message names the member."""
+
+
+def save_policy(policy: nn.Module, folder: str | Path) -> Path:
+    """``policy.save_pretrained(folder)``, checked: the folder it returns, which holds ``config.json``.
+
+    Raises:
+        PolicyProtocolError: it returned something else (``None``: the ``return`` is missing).
+    """
+    returned = policy.save_pretrained(folder)
+    name = f"{type(policy).__module__}.{type(policy).__qualname__}.save_pretrained"
+    if returned is None:
+        raise PolicyProtocolError(
+            f"{name}({str(folder)!r}) returned None; it must return the folder it wrote "
+            "(`return policies.hub.save_pretrained(self, folder)`; docs/new_policy_guide.md)"
+        )
+    if not (Path(returned) / "config.json").is_file():
+        raise PolicyProtocolError(f"{name}({str(folder)!r}) returned {returned!r}, which holds no config.json; it must "
+                                  "return the folder it wrote")  # fmt: skip
+    return Path(returned)
+
+
+def chunk_size_of(policy: nn.Module) -> int:
+    """``chunk_size`` of the policy's config, whether a dataclass or a plain dict (the actions ``H`` per chunk).
+
+    Raises:
+        PolicyProtocolError: the config has no positive integer ``chunk_size``.
+    """
+    config = plain_dict(policy.config, "config")
+    value = config.get("chunk_size")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PolicyProtocolError(f"the config of {type(policy).__name__} must hold chunk_size, a positive integer "
+                                  f"(actions per chunk); got {value!r} among keys {sorted(config)}")  # fmt: skip
+    return value
+
+
 def plain_dict(value: Any, what: str) -> dict[str, Any]:
     """``value.to_dict()`` or ``dict(value)``: a policy's config or io spec as JSON-able data."""
     if hasattr(value, "to_dict"):
         return dict(value.to_dict())
     if isinstance(value, Mapping):
         return dict(value)
-    raise TypeError(f"the policy's {what} is a {type(value).__name__}; give it to_dict() or make it a dict")
+    raise PolicyProtocolError(f"the policy's {what} is a {type(value).__name__}; give it to_dict() or make it a dict")

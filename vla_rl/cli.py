@@ -14,13 +14,28 @@ import sys
 from collections.abc import Sequence
 
 from vla_rl.commands import COMMAND_MODULES
+from vla_rl.commands.common import CONFIG_DIR_HELP
 from vla_rl.config import ConfigError
+
+#: Errors whose message says in full what a plug-in (an env, a policy) or a run did wrong: printed as one line, exit
+#: status 1, no traceback. (module, class): an error of a module that was never imported cannot have been raised, so
+#: the CLI imports none of them (policies would import torchvision, see docs/platform.md).
+PLUGIN_ERRORS = (("policies.factory", "PolicyProtocolError"), ("vla_rl.workers.chunked_envs", "EnvOutputError"),
+                 ("vla_rl.workers.chunked_envs", "PolicyOutputError"),
+                 ("vla_rl.stages.rl.trainer", "NonFiniteLossError"))  # fmt: skip
+
+
+def is_plugin_error(error: BaseException) -> bool:
+    types = tuple(getattr(sys.modules[module], name) for module, name in PLUGIN_ERRORS if module in sys.modules)
+    return isinstance(error, types)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vla-rl", description="Train vision-language-action robot policies with RL in simulation."
     )
+    parser.add_argument("--config-dir", dest="global_config_dir", action="append", default=[], metavar="DIR",
+                        help=CONFIG_DIR_HELP)  # also after the command's name
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(commands)
@@ -44,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # overrides after an option (`--config-dir DIR`): argparse leaves them over
         args.overrides = [*args.overrides, *extra]
     try:
-        with searching_config_dirs(getattr(args, "config_dir", None) or ()):
+        with searching_config_dirs([*args.global_config_dir, *(getattr(args, "config_dir", None) or ())]):
             return args.func(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
@@ -59,10 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Imported here, not above: torch's checkpoint module costs seconds that `envs`, `plot` and `config` skip.
         from vla_rl.runtime.checkpoint import CheckpointLoadError
 
-        if not isinstance(error, CheckpointLoadError):
-            raise
-        print(f"checkpoint error: {error}", file=sys.stderr)
-        return 2
+        if isinstance(error, CheckpointLoadError):
+            print(f"checkpoint error: {error}", file=sys.stderr)
+            return 2
+        if is_plugin_error(error):
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

@@ -60,6 +60,15 @@ def _factory_of(env_id: str) -> Callable[..., Any] | None:
     return entry.load_factory()
 
 
+def has_expert(env_name: str, task: str) -> bool:
+    """Whether :func:`get_expert` finds a scripted expert for ``env_name``/``task`` (its factory's ``expert``
+    attribute, or a built-in expert)."""
+    if _factory_expert(_factory_of(env_name)) is not None:
+        return True
+    name = env_name.partition("/")[0]
+    return name in EXPERT_LOADERS and task in EXPERT_LOADERS[name]()
+
+
 def get_expert(
     env_name: str, task: str, env: Any, factory: Callable[..., Any] | None = None, **kwargs: Any
 ) -> Any:

@@ -86,3 +86,62 @@ def test_init_policy_with_another_head_is_refused_and_other_differences_warned(t
     caplog.clear()
     check_loaded_policy(tmp_path, loaded, {"head": {"name": "flow", "options": {}}, "chunk_size": 4})
     assert caplog.text == ""
+
+
+def test_envs_check_takes_an_env_configs_name_and_config_dir_before_or_after_the_command(user_configs, capsys):
+    """`envs check my_point` checks the config's env with its tasks and kwargs (here: one task, 24-pixel images)."""
+    assert main(["envs", "check", "--config-dir", str(user_configs), "my_point"]) == 0
+    out = capsys.readouterr().out
+    assert "point_env:make/reach_blue {'image_size': 24}" in out and "point_env:make/reach_red" not in out
+    assert "all checks passed" in out
+    assert main(["--config-dir", str(user_configs), "envs", "check", "my_point", "env.kwargs.image_size=16"]) == 0
+    assert "point_env:make/reach_blue {'image_size': 16}" in capsys.readouterr().out
+    assert main(["envs", "check", "my_point"]) == 2  # not on the search path: the error lists the env configs
+    assert "no env config; env configs: id_only, metaworld" in capsys.readouterr().err
+
+
+def test_every_command_takes_config_dir():
+    """The README says `--config-dir DIR` works on any command: every leaf command's parser has it."""
+    import argparse
+
+    from vla_rl.cli import build_parser
+
+    def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...]):
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subparsers:
+            yield path, parser
+        for action in subparsers:
+            for name, child in action.choices.items():
+                yield from leaves(child, (*path, name))
+
+    found = dict(leaves(build_parser(), ()))
+    assert ("envs", "check") in found and ("plot",) in found and ("envs", "list") in found
+    for path, parser in found.items():
+        assert "--config-dir" in parser._option_string_actions, path
+
+
+def test_a_policy_key_typo_names_the_full_key_and_the_close_match(tmp_path):
+    policies = tmp_path / "configs" / "policy"
+    policies.mkdir(parents=True)
+    (policies / "mine.yaml").write_text("factory: my_pkg.policy:make\npool_size: 8\nchunk_size: 4\n")
+    from vla_rl.config import searching_config_dirs
+
+    with searching_config_dirs([tmp_path / "configs"]):
+        with pytest.raises(ConfigError) as error:
+            load_config(["policy=mine", "policy.pool_sise=3"])
+        assert str(error.value).startswith("unknown config key 'policy.pool_sise'; did you mean 'policy.pool_size'?")
+        with pytest.raises(ConfigError) as error:
+            load_config(["policy=mine", "policy.dropout=0.1"])
+        assert str(error.value).startswith("unknown config key 'policy.dropout'; to add a key the config files do not "
+                                           "declare, write +policy.dropout=0.1")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^unknown config key 'policy.chunk_sise'; did you mean 'policy.chunk_size'"):
+        load_config(["policy.chunk_sise=3"])
+
+
+def test_demonstrations_of_an_env_given_by_import_path_go_to_a_folder_without_a_colon():
+    """Built-in names keep their folders (published experiments find their data); an import path is made path-safe."""
+    assert load_config(["experiment=flow_sde_ppo"]).collect.output == "data/tabletop/flow_sde_ppo"
+    assert load_config(["experiment=metaworld_mt10_30min"]).collect.output == "data/metaworld/metaworld_mt10"
+    cfg = load_config(["experiment=flow_sde_ppo", "env.id=point_env:make"])
+    assert cfg.collect.output == "data/point_env.make/flow_sde_ppo"
+    assert load_config(["env.id=point_env:make"]).collect.output == "data/point_env.make"

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.base import INSTRUCTION_CHARSET
-from envs.checks import run_checks
+from envs.checks import CHECKS, run_checks
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, MT10_TASKS
 from envs.registry import make
 from vla_rl.config import config_dir
@@ -80,7 +80,7 @@ def test_task_names_are_metaworlds_own():
 def test_reach_with_both_cameras_passes_the_conformance_kit():
     passed: list[str] = []
     run_checks(lambda: make("metaworld/reach-v3", image_size=32), report=lambda r: passed.append(r.name) if r.passed else None)
-    assert passed == ["spec", "observation", "gymnasium", "determinism", "success", "reset-options", "bad-action"]
+    assert passed == ["spec", "observation", "gymnasium", "determinism", "success", "reset-options", "json", "bad-action"]
 
 
 @needs_metaworld
@@ -89,7 +89,7 @@ def test_reach_with_both_cameras_passes_the_conformance_kit():
 def test_other_tasks_pass_the_conformance_kit(task):
     passed: list[str] = []
     run_checks(lambda: make(f"metaworld/{task}", image_size=16), report=lambda r: passed.append(r.name) if r.passed else None)
-    assert len(passed) == 7
+    assert len(passed) == len(CHECKS)
 
 
 @needs_metaworld

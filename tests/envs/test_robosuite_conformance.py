@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.checks import run_checks
+from envs.checks import CHECKS, run_checks
 from envs.registry import make
 from envs.robosuite import ROBOSUITE_TASKS
 
@@ -17,14 +17,14 @@ def _passes(env_id: str, **kwargs) -> list[str]:
 
 def test_lift_with_both_cameras_passes_the_conformance_kit():
     passed = _passes("robosuite/Lift", image_size=32, cameras=("agentview", "robot0_eye_in_hand"))
-    assert passed == ["spec", "observation", "gymnasium", "determinism", "success", "reset-options", "bad-action"]
+    assert passed == ["spec", "observation", "gymnasium", "determinism", "success", "reset-options", "json", "bad-action"]
 
 
 @pytest.mark.slow  # about 8 s per task on 2 cores; run with `pytest -m slow tests/envs`
 @pytest.mark.parametrize("task", [t for t in ROBOSUITE_TASKS[:5] if t != "Lift"])  # the written ones; others:
 # tests/envs/test_robosuite_tasks.py and `vla-rl envs check robosuite --all-tasks`
 def test_every_other_task_passes_the_conformance_kit(task):
-    assert len(_passes(f"robosuite/{task}", image_size=16, cameras=("agentview",))) == 7
+    assert len(_passes(f"robosuite/{task}", image_size=16, cameras=("agentview",))) == len(CHECKS)
 
 
 def test_registry_lists_the_five_required_tasks():

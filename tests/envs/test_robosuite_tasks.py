@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.checks import run_checks
+from envs.checks import CHECKS, run_checks
 from envs.registry import make
 from envs.robosuite import ROBOSUITE_TASKS, TASKS
 from envs.robosuite.tasks import GENERIC_EPISODE_STEPS, REGISTERED_ENVS, get_task, instruction_from_name
@@ -103,4 +103,4 @@ def test_other_environments_pass_the_conformance_kit(task, robot):
     passed: list[str] = []
     run_checks(lambda: make(f"robosuite/{task}", image_size=16, cameras=("agentview",), robot=robot),
                report=lambda r: passed.append(r.name) if r.passed else None)  # fmt: skip
-    assert len(passed) == 7
+    assert len(passed) == len(CHECKS)

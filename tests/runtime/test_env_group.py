@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import point_env
+import pytest
 import ray
 
 from vla_rl.workers.chunked_envs import ChunkedEnvs
@@ -98,11 +99,24 @@ def test_an_exception_in_the_env_surfaces_its_traceback(ray_session):
     group = EnvWorkerGroup(config(num_stages=1), num_workers=1, num_cpus_per_worker=0.5)
     try:
         group.reset(0)
-        bad = np.full((2, 1, 2), np.nan, np.float32)
+        bad = np.zeros((2, 1, 3), np.float32)  # one action dimension too many: the env raises
         result = group.step(0, bad)
         assert group.restarts == 1 and result.truncated.all()
-        assert "InvalidActionError" in group.failures[0] and "NaN" in group.failures[0]
+        assert "InvalidActionError" in group.failures[0] and "shape" in group.failures[0]
         assert "in validate_action" in group.failures[0]  # the frame that raised, from the remote traceback
+    finally:
+        group.close()
+
+
+def test_a_nan_action_chunk_stops_the_group_naming_the_policy_without_replacing_the_worker(ray_session):
+    from vla_rl.workers.chunked_envs import PolicyOutputError
+
+    group = EnvWorkerGroup(config(num_stages=1), num_workers=1, num_cpus_per_worker=0.5)
+    try:
+        group.reset(0)
+        with pytest.raises(PolicyOutputError, match=r"^the policy's action chunk for env .* holds NaN or inf"):
+            group.step(0, np.full((2, 1, 2), np.nan, np.float32))
+        assert group.restarts == 0
     finally:
         group.close()
 

@@ -192,3 +192,78 @@ class ListRewardPointEnv(PointEnv):
     def step(self, action):
         observation, reward, terminated, truncated, info = super().step(action)
         return observation, [reward], terminated, truncated, info
+
+
+class ArrayInitStatePointEnv(PointEnv):
+    """Keeps numpy arrays in ``info["init_state"]``: restores fine in memory, cannot be written to JSON."""
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        info["init_state"] = {**info["init_state"], "position": self.position.copy()}
+        return observation, info
+
+
+class PointExpert:
+    """Steps towards the goal at the largest action the space allows (reads the goal: privileged state)."""
+
+    def __init__(self, env: PointEnv, task: str, noise_std: float = 0.0, seed: int | None = None):
+        self.env = env.unwrapped
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs=None) -> np.ndarray:
+        return np.clip(self.env.goal - self.env.position, -0.1, 0.1).astype(np.float32)
+
+
+class ThreeDimensionalExpert(PointExpert):
+    """A broken expert: one action dimension too many for the (2,) action space."""
+
+    def act(self, obs=None) -> np.ndarray:
+        return np.append(super().act(obs), 0.0).astype(np.float32)
+
+
+class StandStillExpert(PointExpert):
+    """A useless expert: valid actions that never reach the goal."""
+
+    def act(self, obs=None) -> np.ndarray:
+        return np.zeros(2, np.float32)
+
+
+def make_with_expert(task: str = "reach_red", **kwargs) -> PointEnv:
+    return PointEnv(task=task, **kwargs)
+
+
+def make_with_broken_expert(task: str = "reach_red", **kwargs) -> PointEnv:
+    return PointEnv(task=task, **kwargs)
+
+
+def make_with_useless_expert(task: str = "reach_red", **kwargs) -> PointEnv:
+    return PointEnv(task=task, **kwargs)
+
+
+for _factory, _expert in ((make_with_expert, PointExpert), (make_with_broken_expert, ThreeDimensionalExpert),
+                          (make_with_useless_expert, StandStillExpert)):  # fmt: skip
+    _factory.tasks = TASKS
+    _factory.expert = lambda env, task, _expert=_expert, **kwargs: _expert(env, task, **kwargs)
+
+
+class WideActionPointEnv(PointEnv):
+    """Actions in Box(-2, 2) (a velocity command, 0.05 per unit per step): bounds symmetric about 0 and wider than
+    [-1, 1], where a policy's normalised output looks plausible in env units."""
+
+    def __init__(self, task: str = "reach_red", image_size: int = 32, max_episode_steps: int = 20):
+        super().__init__(task, image_size, max_episode_steps)
+        self.env_spec = replace(self.env_spec, action_low=(-2.0, -2.0), action_high=(2.0, 2.0))
+        self.action_space = __import__("gymnasium").spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
+
+    def step(self, action):
+        action = validate_action(action, self.action_space)
+        return super().step(0.05 * action)
+
+
+def make_wide(task: str = "reach_red", **kwargs) -> WideActionPointEnv:
+    return WideActionPointEnv(task=task, **kwargs)
+
+
+make_wide.tasks = TASKS

@@ -66,7 +66,8 @@ def test_a_tiny_vlm_policy_trains_through_vla_rl_train(ray_session, tmp_path, ca
     source = write_tiny_vlm(tmp_path / "vlm", "idefics3")
     run_dir = tmp_path / "run"
     code = main([
-        "train", "experiment=gaussian_ppo", "policy=vlm", f"policy.backbone.source={source}", "policy.embedding_dim=32",
+        "train", "experiment=gaussian_ppo", "policy=vlm", "policy.head.name=gaussian", f"policy.backbone.source={source}",
+        "policy.embedding_dim=32",
         "policy.value.hidden_dims=[32]", "env.tasks=[reach]", "env.kwargs.image_size=32", f"run_dir={run_dir}",
         f"collect.output={tmp_path / 'demos'}", "collect.episodes_per_task=2", "sft.max_steps=4", "sft.valid_every=4",
         "sft.show_progress=false", "trainer.iterations=2", "trainer.envs_per_stage=2", "trainer.trackers=[jsonl]",
@@ -74,10 +75,13 @@ def test_a_tiny_vlm_policy_trains_through_vla_rl_train(ray_session, tmp_path, ca
         "algo.update.num_minibatches=2", "eval.episodes_per_task=1", "eval.num_envs=2", "eval.trackers=[]",
         "eval.video.grid_envs=0",
     ])  # fmt: skip
-    assert code == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "[gaussian_ppo] policy: policies.backbones.vlm_policy:build_policy, head gaussian" in captured.out
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(summary["policies"]) == {"sft", "final"} and summary["rl_iterations"] == 2
     folder = run_dir / "rl" / "checkpoints" / "iter_000002" / "policy"
+    assert json.loads((folder / "config.json").read_text())["policy"]["head"]["name"] == "gaussian"  # the printed one
     saved = json.loads((folder / "config.json").read_text())
     assert saved["factory"] == "policies.backbones.vlm_policy:build_policy"
     assert saved["policy"]["backbone"] == {**saved["policy"]["backbone"], "source": str(source), "train": "lora"}

@@ -16,9 +16,14 @@ CONFIG_DIR_HELP = (
 )
 
 
+def add_config_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--config-dir DIR`` (repeatable): every command takes it, as the README says."""
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR", help=CONFIG_DIR_HELP)
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, overrides_help: str = OVERRIDES_HELP) -> None:
     """The Hydra overrides (positional) and ``--config-dir`` of a command that composes the config."""
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR", help=CONFIG_DIR_HELP)
+    add_config_dir_argument(parser)
     parser.add_argument("overrides", nargs="*", help=overrides_help)
 
 

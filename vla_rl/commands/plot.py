@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vla_rl.commands.common import add_config_dir_argument
+
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from vla_rl.logging.plotting import plot_run
@@ -29,4 +31,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                                "beside it (or --output).")  # fmt: skip
     plot.add_argument("run_dir", help="a run folder holding metrics.jsonl or rl/metrics.jsonl (or the file itself)")
     plot.add_argument("--output", default=None, help="folder for the PNG files (default: plots/ beside metrics.jsonl)")
+    add_config_dir_argument(plot)
     plot.set_defaults(func=cmd_plot)

@@ -43,7 +43,8 @@ def cmd_policies_check(args: argparse.Namespace) -> int:
         io_spec = PolicyIOSpec.from_spec(env_io_spec(args.env, None, {})).to_dict()
 
     def report(result: CheckResult) -> None:
-        print(f"  [ok  ] {result.name}" + (f": {result.detail}" if result.detail else ""), flush=True)
+        status = "ok  " if result.passed else "FAIL"
+        print(f"  [{status}] {result.name}" + (f": {result.detail}" if result.detail else ""), flush=True)
 
     print(f"{factory} on {args.env or 'a synthetic env'} (cameras {list(io_spec['camera_names'])}, actions "
           f"{io_spec['action_low']}..{io_spec['action_high']})")  # fmt: skip

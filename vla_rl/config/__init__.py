@@ -89,7 +89,7 @@ def _search_dirs() -> list[Path]:
     return [config_dir(), *extra_config_dirs()]
 
 
-def _group_options(group: str) -> list[str]:
+def group_options(group: str) -> list[str]:
     folders = [folder / group for folder in _search_dirs() if (folder / group).is_dir()]
     return sorted({path.stem for folder in folders for path in folder.glob("*.yaml")})
 
@@ -164,8 +164,61 @@ def load_config(overrides: Sequence[str] = (), config_name: str = "config") -> D
     except (ConfigCompositionException, OverrideParseException) as error:
         raise ConfigError(_explain_composition(error, overrides)) from None
     OmegaConf.set_struct(cfg, True)
+    check_experiment_head(cfg, overrides)
     validate_config(cfg)
     return cfg
+
+
+def _choices(overrides: Sequence[str]) -> dict[str, Any]:
+    """The group options Hydra chose for ``overrides`` (``{"policy": "gaussian", ...}``)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    extra = extra_config_dirs()
+    search = [f"hydra.searchpath=[{','.join(folder.as_uri() for folder in extra)}]"] if extra else []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            cfg = compose(config_name="config", overrides=[*search, *overrides], return_hydra_config=True)
+            return dict(cfg.hydra.runtime.choices)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def check_experiment_head(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """An experiment that chooses a policy chooses its head; ``policy=P`` on the command line must keep that head or
+    name the one it wants.
+
+    ``experiment=gaussian_ppo policy=vlm`` composes the VLM policy file, whose head (flow) replaces the experiment's
+    (gaussian): the run would train another head than the experiment's name says. Refused unless
+    ``policy.head.name=...`` says which head to train. Policies without a ``head`` section (a factory of one's own)
+    and experiments that choose no policy (``rl_only``) are not concerned.
+
+    Raises:
+        ConfigError: the heads differ and no ``policy.head.name`` override says which one.
+    """
+    keys = {_override_key(o): o for o in overrides if not o.startswith("~")}
+    if "policy" not in keys or "experiment" not in keys or "policy.head.name" in keys or "policy.head" in keys:
+        return
+    head = OmegaConf.select(cfg, "policy.head.name", default=None)
+    if head is None:
+        return
+    # the policy choice and its keys dropped (`policy.backbone.source` exists only in the chosen policy's file)
+    without_policy = [o for o in overrides if not _override_key(o).startswith(("policy.", "policy="))
+                      and _override_key(o) != "policy"]  # fmt: skip
+    experiment_policy = _choices(without_policy).get("policy")
+    root_policy = _choices([o for o in without_policy if o != keys["experiment"]]).get("policy")
+    if experiment_policy == root_policy:  # the experiment chooses no policy of its own
+        return
+    experiment_head = OmegaConf.select(_compose("config", without_policy), "policy.head.name", default=None)
+    if experiment_head is None or experiment_head == head:
+        return
+    experiment, policy = cfg.experiment.name, keys["policy"].partition("=")[2]
+    raise ConfigError(
+        f"experiment={experiment} trains the head {experiment_head!r} (its policy={experiment_policy}), but policy={policy} "
+        f"brings the head {head!r}: the run would train {head!r} under {experiment}'s name and settings. Say which "
+        f"head to train: policy.head.name={experiment_head} (the experiment's), or policy.head.name={head}"
+    )
 
 
 def _explain_missing_group(message: str, overrides: Sequence[str]) -> str:
@@ -173,7 +226,7 @@ def _explain_missing_group(message: str, overrides: Sequence[str]) -> str:
         group, _, choice = override.partition("=")
         group = group.lstrip("+~")
         if "." not in group and any((folder / group).is_dir() for folder in _search_dirs()):
-            options = _group_options(group)
+            options = group_options(group)
             if choice not in options:
                 searched = ", ".join(str(folder / group) for folder in _search_dirs())
                 return (f"config group '{group}' has no option {choice!r}; allowed: {', '.join(options)} (searched "
@@ -185,9 +238,10 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
     message = str(error)
     cause = error.__cause__ or error
     cause_text = str(cause)
-    for override in overrides:
+    # The most specific key first: `policy.pool_sise=3` is the culprit, not the `policy=...` choice before it.
+    for override in sorted(overrides, key=lambda o: -len(_override_key(o))):
         key = _override_key(override)
-        if f"'{key}'" in message or key in cause_text:
+        if f"'{key}'" in message or f"full_key: {key}\n" in f"{cause_text}\n":
             parent, _, leaf = key.rpartition(".")
             try:
                 base = compose_without(overrides, override)
@@ -197,9 +251,21 @@ def _explain_composition(error: Exception, overrides: Sequence[str]) -> str:
             where = f"under '{parent}'" if parent else "at the top level"
             hint = f"; known keys {where}: {', '.join(known)}" if known else ""
             if "not in struct" in cause_text or "Could not override" in message or "Could not append" in message:
-                return f"unknown config key '{key}'{hint}"
+                return f"unknown config key '{key}'{_suggestion(override, parent, leaf, known)}{hint}"
             return f"bad override {override!r}: {cause_text.splitlines()[0]}{hint}"
     return message
+
+
+def _suggestion(override: str, parent: str, leaf: str, known: Sequence[str]) -> str:
+    """``; did you mean 'policy.pool_size'?`` for a typo, or how to add a key that no file declares."""
+    import difflib
+
+    close = difflib.get_close_matches(leaf, list(known), n=1, cutoff=0.75)
+    if close:
+        return f"; did you mean '{parent + '.' if parent else ''}{close[0]}'?"
+    if override.startswith("+"):
+        return ""
+    return f"; to add a key the config files do not declare, write +{override}"
 
 
 def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:

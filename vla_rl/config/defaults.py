@@ -82,10 +82,19 @@ def policy_defaults() -> dict[str, dict[str, Any]]:
     }
 
 
+def path_name(env_id: str) -> str:
+    """An env id as one path-safe folder name: ``my_pkg.env:make`` -> ``my_pkg.env.make``; a registered name
+    (``tabletop``, ``metaworld``) is its own folder name, unchanged."""
+    return str(env_id).replace(":", ".")
+
+
 def register_defaults() -> None:
     """Store :func:`section_defaults` in Hydra's config store as :data:`DEFAULTS_NODE`, and the policy group's
-    :func:`policy_defaults` (before composing)."""
+    :func:`policy_defaults` (before composing); register the ``${path_name:...}`` resolver (:func:`path_name`)."""
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("path_name", path_name, replace=True)
 
     store = ConfigStore.instance()
     store.store(name=DEFAULTS_NODE, node=section_defaults())

@@ -26,6 +26,7 @@ from envs.registry import EnvEntry, make, resolve
 from vla_rl.fields import check_types, require
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 from vla_rl.stages.sft.target_frames import collect_target_frames
+from vla_rl.workers.chunked_envs import check_env_output
 
 DATASET_FORMATS = ("hdf5", "lerobot")
 
@@ -53,7 +54,7 @@ class CollectConfig:
     """
 
     episodes_per_task: int = 10
-    output: str = "data/${env.id}"
+    output: str = "data/${path_name:${env.id}}"
     noise_std: float = 0.0
     keep_failed: bool = False
     max_attempts_per_episode: int = 5
@@ -91,9 +92,17 @@ def episode_seed(base_seed: int, task: str, attempt: int) -> int:
     return (int.from_bytes(digest[:4], "little") + attempt) % (2**31 - 1)
 
 
-def run_expert_episode(env: Any, expert: Any, seed: int) -> Episode:
-    """One episode of ``expert`` in ``env`` from ``reset(seed=seed)``, recorded step by step."""
+def run_expert_episode(env: Any, expert: Any, seed: int, env_id: str | None = None) -> Episode:
+    """One episode of ``expert`` in ``env`` from ``reset(seed=seed)``, recorded step by step.
+
+    Raises:
+        EnvOutputError: the env returned a non-finite state or reward (named by ``env_id``, default its spec's name).
+        ValueError: the expert returned a non-finite action (named).
+    """
+    env_id = env_id or env.unwrapped.env_spec.name
     observation, info = env.reset(seed=seed)
+    task = str(info.get("task", ""))
+    check_env_output(env_id, task, observation, None, f"reset(seed={seed})")
     expert.reset(seed=seed)
     images: dict[str, list[np.ndarray]] = {camera: [] for camera in observation["images"]}
     states, actions, rewards, successes = [], [], [], []
@@ -101,11 +110,16 @@ def run_expert_episode(env: Any, expert: Any, seed: int) -> Episode:
     success = False
     while not done:
         action = np.asarray(expert.act(observation), dtype=np.float32)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"the scripted expert {type(expert).__module__}.{type(expert).__qualname__} of env "
+                             f"{env_id!r}, task {task!r} returned the action {action.tolist()} at step {len(actions) + 1} "
+                             f"of the episode from reset(seed={seed})")  # fmt: skip
         for camera, frame in observation["images"].items():
             images[camera].append(frame)
         states.append(observation["state"])
         actions.append(action)
         observation, reward, terminated, truncated, step_info = env.step(action)
+        check_env_output(env_id, task, observation, reward, f"step {len(actions)} of the episode from reset(seed={seed})")
         rewards.append(reward)
         success = success or bool(step_info["is_success"])
         successes.append(bool(step_info["is_success"]))
@@ -280,7 +294,7 @@ def _collect_task(
             attempt += 1
             if episode_seed_value in done_seeds:  # stored by an earlier, interrupted run
                 continue
-            episode = run_expert_episode(env, expert, episode_seed_value)
+            episode = run_expert_episode(env, expert, episode_seed_value, env_name)
             episode.task = task
             attempts += 1
             if episode.success or keep_failed:

@@ -150,6 +150,8 @@ def run_experiment(cfg: DictConfig, record: Any = None) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     print(f"[{cfg.experiment.name}] run folder: {run_dir}")
+    head = OmegaConf.select(cfg, "policy.head.name", default=None)  # a policy of one's own may have no head section
+    print(f"[{cfg.experiment.name}] policy: {cfg.policy.factory}" + (f", head {head}" if head else ""))
     state: dict[str, Any] = progress["state"]
     seconds: dict[str, float] = progress["seconds"]
     for stage in stages:

@@ -19,6 +19,7 @@ the same episodes whatever ran in these processes before (a resumed run's fresh 
 
 from __future__ import annotations
 
+import math
 import pkgutil
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,31 @@ ENV_METHODS = ("deactivate_envs", "env_spec", "use_experts", "expert_action_chun
 ENV_ATTRIBUTES = ("init_states", "tasks")
 
 Observation = dict[str, Any]
+
+
+class EnvOutputError(RuntimeError):
+    """An env returned what no policy can learn from (a non-finite state or reward). The message names the env, its
+    task and where in the episode; the framework stops rather than blame the policy for the actions that follow."""
+
+
+class PolicyOutputError(RuntimeError):
+    """The policy sent a non-finite action chunk; the message names the env it was for. Raised before the env sees
+    it, so the env's own ``InvalidActionError`` does not look like a simulator crash."""
+
+
+def check_env_output(env_id: str, task: str, observation: Observation, reward: float | None, where: str) -> None:
+    """Raise :class:`EnvOutputError` unless ``observation["state"]`` and ``reward`` (None: after a reset) are finite.
+
+    ``where``: which call returned them, e.g. ``"step 3 of the episode from reset(seed=7)"``.
+    """
+    state = np.asarray(observation["state"], dtype=np.float64)
+    if not np.all(np.isfinite(state)):
+        raise EnvOutputError(f"env {env_id!r}, task {task!r} returned a non-finite state {state.tolist()} at {where}: "
+                             f"the env produced it, not the policy; check the env (`vla-rl envs check "
+                             f"{env_id}/{task}`) and its simulation")  # fmt: skip
+    if reward is not None and not math.isfinite(float(reward)):
+        raise EnvOutputError(f"env {env_id!r}, task {task!r} returned the reward {reward} at {where}: the env "
+                             "produced it, not the policy; rewards must be finite numbers")  # fmt: skip
 
 
 def stack_observations(observations: Sequence[Observation]) -> Observation:
@@ -98,6 +124,7 @@ class ChunkedEnvs:
         self.lengths = np.zeros(num_envs, np.int64)
         self.init_states: list[Any] = [None] * num_envs
         self.tasks: list[str] = [""] * num_envs
+        self.episode_seeds: list[int] = [0] * num_envs  # the seed of each env's current episode (for error messages)
         self.observations: list[Observation] = []
         # Evaluation helpers (off unless enabled): scripted experts acting here, video frames captured here.
         self.reset_serials = np.zeros(num_envs, np.int64)  # counts resets of each env
@@ -111,6 +138,9 @@ class ChunkedEnvs:
     @property
     def num_envs(self) -> int:
         return len(self.envs)
+
+    def _env_name(self, index: int) -> str:
+        return self.env_id or self.envs[index].unwrapped.env_spec.name
 
     def _next_seed(self, index: int, seed: int | None = None) -> int:
         """The seed of env ``index``'s next episode: ``seed`` (which starts a new stream), else the next of the
@@ -132,6 +162,8 @@ class ChunkedEnvs:
         observation, info = self.envs[index].reset(seed=seed, options=options or None)
         self.init_states[index] = info.get("init_state")
         self.tasks[index] = str(info.get("task", task or ""))
+        self.episode_seeds[index] = seed
+        check_env_output(self._env_name(index), self.tasks[index], observation, None, f"reset(seed={seed})")
         self.active[index] = True
         self.returns[index] = 0.0
         self.lengths[index] = 0
@@ -166,6 +198,11 @@ class ChunkedEnvs:
         if action_chunks.ndim != 3 or action_chunks.shape[0] != self.num_envs:
             raise ValueError(f"action chunks must have shape (num_envs={self.num_envs}, H, A), got {action_chunks.shape}")
         count = self.num_envs
+        finite = np.isfinite(action_chunks.reshape(count, -1)).all(axis=1)
+        for index in np.flatnonzero(self.active & ~finite):
+            raise PolicyOutputError(f"the policy's action chunk for env {self._env_name(index)!r}, task "
+                                    f"{self.tasks[index]!r} holds NaN or inf: {action_chunks[index].tolist()} (the env's "
+                                    "states and rewards so far were finite); check the policy and the run's losses")  # fmt: skip
         reward = np.zeros(count, np.float32)
         terminated = np.zeros(count, bool)
         truncated = np.zeros(count, bool)
@@ -184,6 +221,9 @@ class ChunkedEnvs:
             try:
                 for action in action_chunks[index]:
                     observation, step_reward, term, trunc, info = env.step(action)
+                    check_env_output(self._env_name(index), self.tasks[index], observation, step_reward,
+                                     f"step {self.lengths[index] + executed[index] + 1} of the episode from "
+                                     f"reset(seed={self.episode_seeds[index]})")  # fmt: skip
                     self.observations[index] = observation
                     reward[index] += float(step_reward)
                     executed[index] += 1
@@ -304,7 +344,13 @@ class ChunkedEnvs:
             if self._expert_serials[index] != self.reset_serials[index]:
                 expert.reset()  # a new episode began since the expert last acted
                 self._expert_serials[index] = self.reset_serials[index]
-            chunks[index, 0] = np.asarray(expert.act(self.observations[index]), dtype=np.float32)
+            action = np.asarray(expert.act(self.observations[index]), dtype=np.float32)
+            if action.shape != (action_dim,):
+                raise ValueError(f"the scripted expert {type(expert).__module__}.{type(expert).__qualname__} of env "
+                                 f"{self.env_id or env.unwrapped.env_spec.name!r}, task {self.tasks[index]!r} returned "
+                                 f"an action of shape {action.shape} for the action space of shape ({action_dim},); "
+                                 "`vla-rl envs check` runs the expert")  # fmt: skip
+            chunks[index, 0] = action
         return chunks
 
     def enable_video(self, indices: Sequence[int], cameras: Sequence[str], size: tuple[int, int]) -> None:

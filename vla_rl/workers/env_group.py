@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from vla_rl.workers.chunked_envs import ChunkResult, Observation
+from vla_rl.workers.chunked_envs import ChunkResult, EnvOutputError, Observation, PolicyOutputError
 from vla_rl.workers.env_worker import EnvWorker, EnvWorkerConfig, describe_actor_failure
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,14 @@ def concat_results(parts: list[ChunkResult], envs_per_part: int) -> ChunkResult:
         final_observation=concat_observations([p.final_observation for p in parts]),
         finished_episodes=finished,
     )
+
+
+def raise_env_output_error(error: BaseException) -> None:
+    """Re-raise the :class:`EnvOutputError` or :class:`PolicyOutputError` a worker raised, as itself: a replacement
+    worker would meet it again, so it stops the run (naming the env, or the policy) instead of replacing the worker."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, EnvOutputError | PolicyOutputError):
+        raise type(cause)(str(cause)) from None
 
 
 def _discard(future: Any) -> None:
@@ -114,7 +122,11 @@ class EnvWorkerGroup:
             )
             for i, worker in enumerate(self.workers)
         ]
-        observation = concat_observations(ray.get(futures))
+        try:
+            observation = concat_observations(ray.get(futures))
+        except ray.exceptions.RayTaskError as error:
+            raise_env_output_error(error)
+            raise
         self._last_observation[stage] = observation
         for index in range(self.num_workers):
             self._replaced.discard((index, stage))
@@ -145,6 +157,7 @@ class EnvWorkerGroup:
                 try:
                     part = ray.get(future)
                 except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+                    raise_env_output_error(error)
                     part = self._replace_worker(index, pending.stage, error)
             parts.append(part)
         result = concat_results(parts, self.envs_per_stage)

@@ -202,7 +202,9 @@ def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
     """Write the trained policy as a ``save_pretrained`` folder."""
     policy = spec.build("cpu")
     policy.load_state_dict(weights, strict=True)
-    return policy.save_pretrained(folder)
+    from policies.factory import save_policy
+
+    return save_policy(policy, folder)
 
 
 @contextlib.contextmanager

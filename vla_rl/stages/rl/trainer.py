@@ -11,6 +11,7 @@ state) are chosen by ``algo.name``; both work with every action head. The worker
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,24 @@ from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
 
 logger = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """An update's loss or gradient norm is NaN or infinite: the run stops (exit status 1) before it saves a policy."""
+
+
+def check_finite_update(iteration: int, metrics: dict[str, float]) -> None:
+    """Raise :class:`NonFiniteLossError` naming each loss (``loss/...``) or gradient norm of ``metrics`` that is not
+    finite. The envs' states and rewards were checked where the env workers received them."""
+    bad = {key: value for key, value in metrics.items()
+           if (key.startswith("loss/") or "grad_norm" in key) and not math.isfinite(float(value))}  # fmt: skip
+    if bad:
+        listed = ", ".join(f"{key} = {value}" for key, value in sorted(bad.items()))
+        raise NonFiniteLossError(
+            f"RL iteration {iteration + 1}: {listed}. The env's states and rewards were finite (they are checked as the "
+            "env workers receive them): look at the policy (its log-probs and values on the rollout, `vla-rl policies "
+            "check`) and the learning rates (algo.optim.lr, algo.optim.critic_lr)"
+        )
 
 
 def _first_line(error: BaseException) -> str:
@@ -141,6 +160,7 @@ class Trainer:
                     update_metrics = self.actors.update(
                         batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy
                     )
+                check_finite_update(iteration, update_metrics)
                 self.state.weights_version += 1
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1

@@ -212,6 +212,7 @@ def run_sft(
                                  seed=seed)  # fmt: skip
         import_object(policy_spec.factory)
         from policies.config import PolicyIOSpec
+        from policies.factory import chunk_size_of, save_policy
 
         io_spec = PolicyIOSpec.from_spec(env_io_spec(env_id, None, dict(env_kwargs)))
         # The split is drawn with this run's seed, not read from the file that the experiment's runs share.
@@ -229,7 +230,7 @@ def run_sft(
         features = {feature: stats[feature] for feature in ("action", "state")}
         policy = dataclasses.replace(policy_spec, io_spec=io_spec.to_dict(), stats=features).build(device)
         policy.train()
-        chunk_size = int(policy.config.chunk_size)
+        chunk_size = chunk_size_of(policy)
         cameras = list(io_spec.camera_names)
         train_set = ChunkDataset(train_episodes, chunk_size)
         valid_set = ChunkDataset(valid_episodes, chunk_size) if valid_episodes else None
@@ -311,7 +312,7 @@ def run_sft(
                     validations_since_best = 0 if improved else validations_since_best + 1
                     if improved:
                         best_valid = valid_loss
-                        best_dir = policy.save_pretrained(output_dir / BEST_DIR)
+                        best_dir = save_policy(policy, output_dir / BEST_DIR)
                     extra = {"target_distance": targets.held_out_distance(policy)} if targets is not None else {}
                     metrics.write(split="valid", step=step, loss=valid_loss, best=improved, **extra)
                     progress.set_postfix(loss=f"{loss_value:.4f}", valid=f"{valid_loss:.4f}", refresh=False)
@@ -326,14 +327,14 @@ def run_sft(
                 progress.update(1)
         except KeyboardInterrupt:
             progress.close()
-            saved = policy.save_pretrained(output_dir / LAST_DIR)
+            saved = save_policy(policy, output_dir / LAST_DIR)
             print(f"sft: interrupted at step {len(train_losses)}; the policy so far is in {saved}")
             raise
         finally:
             progress.close()
 
         # 5. the last policy and the summary
-        last_dir = policy.save_pretrained(output_dir / LAST_DIR)
+        last_dir = save_policy(policy, output_dir / LAST_DIR)
         samples_per_second = samples_seen / max(train_seconds, 1e-9)
         num_steps = len(train_losses)  # total_steps unless stopped early
         summary = {
