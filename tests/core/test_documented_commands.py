@@ -5,7 +5,9 @@ The commands are read from the pages themselves: every line of a fenced code blo
 (outside docs/results.md, a log of past runs whose code blocks are read). Each runs through ``vla_rl.cli.main``
 in a scratch folder (the root of a clone: ``examples/`` is linked there), as :func:`plan` says:
 
-- a synopsis line (``[overrides]``, ``A|B``, ``NAME``, ``my_pkg...``): ``vla-rl COMMAND --help``;
+- a synopsis line (``[overrides]``, ``A|B``, ``NAME``, ``<study>``, ``my_pkg...``): ``vla-rl COMMAND --help``;
+- a server (``env-server``), a client of one (``--remote``) and ``reproduce`` of a recorded run (minutes):
+  ``vla-rl COMMAND --help`` (tests/envs/test_remote_env.py and tests/core/test_run_record.py run them);
 - a command that trains or needs a trained run (``train``, ``sft``, ``bench rollout|update|alignment``,
   ``eval`` of a policy path): its config is composed and validated by ``vla-rl config`` (``--train`` as
   `vla-rl train` composes it): a training run takes minutes;
@@ -39,7 +41,7 @@ EXAMPLE_PACKAGES = [REPO / "examples" / name for name in ("planar_pusher", "rove
 FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`(vla-rl [^`]+)`")
 #: A synopsis, not a command: optional parts, alternatives, upper-case placeholders, the docs' example names.
-PLACEHOLDER = re.compile(r"(^|\s)\[|\||\.\.\.|\b[A-Z][A-Z_]{2,}\b|\bmy_pkg\b|\bmy_env\b")
+PLACEHOLDER = re.compile(r"(^|\s)\[|\||\.\.\.|\b[A-Z][A-Z_]{2,}\b|\bmy_pkg\b|\bmy_env\b|<[a-z_]+>")
 
 #: Sizes that make a real run take seconds (appended after the documented overrides, so they win).
 TINY_EVAL = ["eval.episodes_per_task=1", "eval.num_envs=1", "eval.video.episodes_per_task=1", "eval.video.grid_envs=0",
@@ -112,6 +114,8 @@ def plan(command: str) -> tuple[str, list[list[str]]]:
     if not parses(words):  # a mention in the text (`vla-rl envs check`), not a whole command: its --help
         return "help", [[*words, "--help"]]
     options = [w for w in words[1:] if w.startswith("--")]
+    if sub in ("env-server", "reproduce") or "--remote" in options:  # a server, or a rerun of a recorded run
+        return "help", [[sub, "--help"]]
     overrides = [w for w in words[1:] if "=" in w and not w.startswith("-")]
     config_dirs = [a for i, w in enumerate(words) if w == "--config-dir" for a in ("--config-dir", words[i + 1])]
     if sub == "train" or (sub == "bench" and words[1] in ("rollout", "update", "alignment")):

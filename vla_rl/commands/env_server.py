@@ -7,6 +7,8 @@ import signal
 import sys
 import threading
 
+from vla_rl.commands.common import add_config_dir_argument
+
 
 def cmd_env_server(args: argparse.Namespace) -> int:
     from envs.registry import UnknownEnvError
@@ -41,4 +43,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: all)")
     parser.add_argument("--max-sessions", type=int, default=256, help="most envs open at once (default 256)")
     parser.add_argument("--log-every", type=int, default=0, help="print the steps served every N steps (0: never)")
+    add_config_dir_argument(parser)
     parser.set_defaults(func=cmd_env_server)

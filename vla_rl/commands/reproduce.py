@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vla_rl.commands.common import add_config_dir_argument
+
 
 def _key_of(override: str) -> str:
     return override.partition("=")[0].lstrip("+~")
@@ -152,4 +154,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                            help="the new run folder (default: the recorded folder + -reproduce-<time>)")  # fmt: skip
     reproduce.add_argument("--allow-commit-mismatch", action="store_true",
                            help="rerun even when this checkout's commit or diff differs from the record's")  # fmt: skip
+    add_config_dir_argument(reproduce)
     reproduce.set_defaults(func=cmd_reproduce)
