@@ -163,3 +163,20 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
     assert set(lines) == {"assets", "bddl_files", "benchmark_root", "datasets", "init_states"}
     assert Path(lines["bddl_files"], "libero_spatial").is_dir() and Path(lines["assets"], "scenes").is_dir()
     assert install.link_assets().resolve() == install.assets_source_dir().resolve()  # idempotent
+
+
+def test_scripted_expert_puts_the_soup_in_the_basket():
+    from envs.experts import get_expert
+
+    env = make_libero_env(task="libero_object/0", image_size=32, cameras=("agentview",))
+    try:
+        env.reset(options={"init_state": 0})
+        expert = get_expert("libero", "libero_object/0", env)
+        env.skip_images = True
+        for _ in range(env.max_episode_steps):
+            _, reward, terminated, truncated, info = env.step(expert.act())
+            if terminated or truncated:
+                break
+        assert info["is_success"] and terminated and reward == 1.0
+    finally:
+        env.close()
