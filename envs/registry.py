@@ -187,7 +187,7 @@ def _register_builtins() -> None:
     else:
         register(
             "libero",
-            "envs.libero:make_libero_env",
+            "envs.libero.env:make_libero_env",
             tasks=task_ids(),
             default_task="libero_spatial/0",
             description="LIBERO: libero_spatial, libero_object, libero_goal, libero_10, libero_90 "

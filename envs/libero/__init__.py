@@ -2,7 +2,8 @@
 
 Importing this package sets up LIBERO's config (:mod:`envs.libero.install`, never in the user's home)
 and raises ImportError when LIBERO or its scenes are not installed (``make libero``), so the registry
-then leaves ``libero`` out. LIBERO itself is imported when the first env is built.
+then leaves ``libero`` out. It stays light (the registry imports it): the env is
+:func:`envs.libero.env.make_libero_env`, and LIBERO itself is imported when the first env is built.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ if importlib.util.find_spec("libero") is None or importlib.util.find_spec("liber
     raise ImportError(f"LIBERO is not installed: {INSTALL_HINT}")
 configure()
 
-from envs.libero.env import LiberoEnv, make_libero_env  # noqa: E402
 from envs.libero.suites import MAIN_SUITES, MAX_EPISODE_STEPS, SUITES, get_task, task_ids  # noqa: E402
 
-__all__ = ["MAIN_SUITES", "MAX_EPISODE_STEPS", "SUITES", "LiberoEnv", "get_task", "make_libero_env", "task_ids"]
+__all__ = ["MAIN_SUITES", "MAX_EPISODE_STEPS", "SUITES", "get_task", "task_ids"]

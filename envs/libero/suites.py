@@ -68,9 +68,19 @@ def suite_tasks(suite: str) -> tuple[LiberoTask, ...]:
 
 @cache
 def task_ids() -> tuple[str, ...]:
-    """``<suite>/<index>`` of every task, then ``<suite>/<name>`` of every task (both are accepted)."""
-    from libero.libero.benchmark.libero_suite_task_map import libero_task_map
+    """``<suite>/<index>`` of every task, then ``<suite>/<name>`` of every task (both are accepted).
 
+    Read from LIBERO's task map file itself: importing its ``benchmark`` package would import torch.
+    """
+    import importlib.util
+
+    from envs.libero.install import libero_code_dir
+
+    path = libero_code_dir() / "benchmark" / "libero_suite_task_map.py"
+    spec = importlib.util.spec_from_file_location("_libero_suite_task_map", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    libero_task_map = module.libero_task_map
     by_index = [f"{suite}/{index}" for suite in SUITES for index in range(len(libero_task_map[suite]))]
     by_name = [f"{suite}/{name}" for suite in SUITES for name in libero_task_map[suite]]
     return tuple(by_index + by_name)
