@@ -180,3 +180,16 @@ def test_scripted_expert_puts_the_soup_in_the_basket():
         assert info["is_success"] and terminated and reward == 1.0
     finally:
         env.close()
+
+
+def test_bench_env_takes_a_libero_task_with_its_suite(capsys):
+    import json
+
+    from vla_rl.cli import main
+
+    assert main(["bench", "env", "--env", "libero", "--task", "libero_spatial/0", "--steps", "8", "--repeats", "1"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (result["env"], result["task"]) == ("libero", "libero_spatial/0")
+    rates = result["steps_per_cpu_s"]
+    assert rates["steps_per_s_no_camera"] > rates["steps_per_s_camera"] > 0
+    assert rates["steps_per_s_camera_at_chunk_ends"] > rates["steps_per_s_camera"]
