@@ -5,7 +5,8 @@ The task's goal in its BDDL file names the object to move and where it goes (``(
 (their world-frame bounding box: privileged state, not images) and runs a sequence of phases
 (:mod:`envs.experts.phases`): above the grasp point, down, close, lift, over the target, down, open,
 up. Bowls are gripped by their wall on the gripper's side (the fingers close along the world y axis,
-across that wall); other objects at their centre, a little below the top. The held object is carried so that
+across that wall; a bowl raised on a fixture, where a finger beside it would land on the fixture's top, by
+the wall facing the robot, the gripper turned a quarter turn); other objects at their centre, a little below the top. The held object is carried so that
 its centre arrives over the target's centre. The gripper holds the orientation it had at the start
 (rotation commands from the orientation error).
 
@@ -27,6 +28,7 @@ OPEN, CLOSED = -1.0, 1.0
 TRANSLATION_SCALE = 0.05  # metres per unit of action (OSC_POSE output_max)
 ROTATION_SCALE = 0.5  # radians per unit of action
 MAX_TRANSLATION = 1.0  # action units
+RAISED = 0.05  # m: a bowl this much above its target's base stands on a fixture
 PHASE_TIMEOUT = 60  # steps; a phase that cannot reach its tolerance moves on
 SUITES_WITH_EXPERTS = ("libero_spatial", "libero_object")
 
@@ -101,17 +103,23 @@ class LiberoPickPlaceExpert:
         self.orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
         self.obj, self.target = goal_of(self.env.libero_env)
         self.is_bowl = "bowl" in self.obj
+        # A bowl raised on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
+        # gripper a quarter about the vertical and grip the wall that faces the robot instead.
+        self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
+        if self.turned:
+            self.orientation = Rotation.from_euler("z", np.pi / 2).as_matrix() @ self.orientation
 
     def _grasp_point(self) -> np.ndarray:
         """Where the grip site closes: a bowl's wall nearest the robot (-x), or an object's centre near its top."""
         box = self._box(self.obj)
         height = box.hi[2] - box.lo[2]
-        if self.is_bowl:  # the wall across the fingers' closing axis (world y), on the gripper's side
+        if self.is_bowl:  # the wall across the fingers' closing axis, on the gripper's side
             model, data = self.env.model, self.env.data
             body = self.env.libero_env.obj_body_id[self.obj]
             walls = np.flatnonzero((model.geom_bodyid == body) & (model.geom_group == 0))
-            side = np.sign(self._eef()[1] - box.centre[1]) or -1.0
-            wall = walls[np.argmax(side * data.geom_xpos[walls, 1])]
+            axis = 0 if self.turned else 1  # closing along world y, or along x once turned a quarter
+            side = np.sign(self._eef()[axis] - box.centre[axis]) or -1.0
+            wall = walls[np.argmax(side * data.geom_xpos[walls, axis])]
             return np.array([data.geom_xpos[wall, 0], data.geom_xpos[wall, 1], box.hi[2] - 0.012])
         return np.array([box.centre[0], box.centre[1], max(box.hi[2] - 0.03, box.lo[2] + 0.4 * height)])
 

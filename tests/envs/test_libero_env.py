@@ -165,13 +165,14 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
     assert install.link_assets().resolve() == install.assets_source_dir().resolve()  # idempotent
 
 
-def test_scripted_expert_puts_the_soup_in_the_basket():
+@pytest.mark.parametrize("task", ["libero_object/0", "libero_spatial/4"])  # soup into the basket; bowl off the cabinet
+def test_scripted_expert_succeeds(task):
     from envs.experts import get_expert
 
-    env = make_libero_env(task="libero_object/0", image_size=32, cameras=("agentview",))
+    env = make_libero_env(task=task, image_size=32, cameras=("agentview",))
     try:
         env.reset(options={"init_state": 0})
-        expert = get_expert("libero", "libero_object/0", env)
+        expert = get_expert("libero", task, env)
         env.skip_images = True
         for _ in range(env.max_episode_steps):
             _, reward, terminated, truncated, info = env.step(expert.act())
