@@ -5,8 +5,8 @@ The task's goal in its BDDL file names the object to move and where it goes (``(
 (their world-frame bounding box: privileged state, not images) and runs a sequence of phases
 (:mod:`envs.experts.phases`): above the grasp point, down, close, lift, over the target, down, open,
 up. Bowls are gripped by their wall on the gripper's side (the fingers close along the world y axis,
-across that wall; a bowl raised on a fixture, where a finger beside it would land on the fixture's top, by
-the wall facing the robot, the gripper turned a quarter turn); other objects at their centre, a little below the top. The held object is carried so that
+across that wall; a bowl raised in or on a fixture (a cabinet), where a finger beside it would land on the
+fixture, by the wall facing the robot, the gripper turned a quarter turn); other objects at their centre, a little below the top. The held object is carried so that
 its centre arrives over the target's centre. The gripper holds the orientation it had at the start
 (rotation commands from the orientation error).
 
@@ -103,7 +103,7 @@ class LiberoPickPlaceExpert:
         self.orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
         self.obj, self.target = goal_of(self.env.libero_env)
         self.is_bowl = "bowl" in self.obj
-        # A bowl raised on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
+        # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
         self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
         if self.turned:
