@@ -5,9 +5,10 @@ The task's goal in its BDDL file names the object to move and where it goes (``(
 (their world-frame bounding box: privileged state, not images) and runs a sequence of phases
 (:mod:`envs.experts.phases`): above the grasp point, down, close, lift, over the target, down, open,
 up. Bowls are gripped by their wall on the gripper's side (the fingers close along the world y axis,
-across that wall; a bowl raised in or on a fixture (a cabinet), where a finger beside it would land on the
-fixture, by the wall facing the robot, the gripper turned a quarter turn); other objects at their centre, a little below the top. The held object is carried so that
-its centre arrives over the target's centre. The gripper holds the orientation it had at the start
+across that wall; a bowl raised in or on a fixture such as a cabinet, where a finger beside it would land
+on the fixture, by the wall facing the robot, the gripper turned a quarter turn); other objects at their
+centre, a little below the top. The held object is carried so that its centre arrives over the target's
+centre. The gripper holds the orientation it had at the start
 (rotation commands from the orientation error).
 
 Actions are the controller's inputs (the env's units): a translation of ``d`` metres is ``d / 0.05``,
