@@ -229,6 +229,21 @@ def _register_builtins() -> None:
         benchmark="envs.metaworld.benchmark:measure_env_speed",
     )
     try:
+        from envs.libero import task_ids
+    except ImportError:
+        pass
+    else:
+        register(
+            "libero",
+            "envs.libero.env:make_libero_env",
+            tasks=task_ids(),
+            default_task="libero_spatial/0",
+            description="LIBERO: libero_spatial, libero_object, libero_goal, libero_10, libero_90 "
+            "(<suite>/<index or name>); needs `make libero`",
+            overwrite=True,
+            benchmark="envs.libero.benchmark:measure_env_speed",
+        )
+    try:
         from envs.robosuite import ROBOSUITE_TASKS
     except ImportError:
         return

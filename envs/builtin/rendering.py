@@ -54,6 +54,8 @@ class CameraRenderer:
     None draws them as they are. ``skip_unseen``: leave out the geoms outside each camera's view (the same
     pixels; only with ``quality="fast"``, as off-screen geoms cast shadows and show in reflections).
     ``plane_grid`` (metres): draw planes with grid cells at least that large; None as they are.
+    ``hidden_geom_groups``: geom groups left out of every image (robosuite models keep their collision
+    geoms in group 0, which robosuite's own renderer does not draw).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class CameraRenderer:
         mesh_cell: float | None = None,
         skip_unseen: bool = False,
         plane_grid: float | None = None,
+        hidden_geom_groups: tuple[int, ...] = (),
     ) -> None:
         if quality not in RENDER_QUALITIES:
             raise ValueError(f"render_quality {quality!r} is not one of {RENDER_QUALITIES}")
@@ -82,6 +85,10 @@ class CameraRenderer:
         self._mjr_context: mujoco.MjrContext | None = None
         self._scene: mujoco.MjvScene | None = None
         self._option = mujoco.MjvOption()
+        for group in hidden_geom_groups:
+            if not 0 <= group < len(self._option.geomgroup):
+                raise ValueError(f"hidden_geom_groups: {group} is not a geom group (0..{len(self._option.geomgroup) - 1})")
+            self._option.geomgroup[group] = 0
         self._rect = mujoco.MjrRect(0, 0, image_shape[1], image_shape[0])
         self._cameras: dict[str, mujoco.MjvCamera] = {}
         self._culler = ViewCuller(model) if self.skip_unseen else None

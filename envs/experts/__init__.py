@@ -30,8 +30,18 @@ def _robosuite_experts() -> dict[str, Any]:
     return ROBOSUITE_EXPERTS
 
 
+def _libero_experts() -> dict[str, Any]:
+    try:
+        import envs.libero  # noqa: F401
+    except ImportError:  # LIBERO not installed: no experts to offer
+        return {}
+    from envs.experts.libero import libero_experts
+
+    return libero_experts()
+
+
 #: env name -> loader of its mapping task name -> expert class (loaded lazily: imports mujoco)
-EXPERT_LOADERS = {"tabletop": _tabletop_experts, "robosuite": _robosuite_experts}
+EXPERT_LOADERS = {"tabletop": _tabletop_experts, "robosuite": _robosuite_experts, "libero": _libero_experts}
 
 
 def available_experts() -> dict[str, tuple[str, ...]]:

@@ -38,8 +38,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "env":
         from envs.registry import registered, resolve
 
-        if args.task and ("/" in args.task or ":" in args.task):
-            env_id = args.task
+        if args.task and (":" in args.task or ("/" in args.task and args.task.partition("/")[0] in registered())):
+            env_id = args.task  # a full env id; otherwise a task of --env (LIBERO's tasks hold a '/' too)
         else:
             env_id = f"{args.env}/{args.task}" if args.task else args.env
         entry, task = resolve(env_id)

@@ -24,6 +24,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     for task, summary in document["tasks"].items():
         print_summary(task, summary)
+    for suite, summary in document.get("suites", {}).items():
+        print_summary(f"suite {suite}", summary)
     print_summary("overall", document["overall"])
     print(f"eval_info: {path} ({cfg.eval.split} split)")
     return 0

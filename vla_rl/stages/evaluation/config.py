@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.stages.evaluation.metrics import EVAL_SPLITS
 
+#: ``eval.protocol`` values (see :class:`EvalConfig`).
+EVAL_PROTOCOLS = ("seeded", "libero")
+
 
 @dataclass
 class VideoConfig:
@@ -41,8 +44,11 @@ class EvalConfig:
     - ``policy``: what acts: ``expert`` (the env's scripted experts, a baseline), or a path: an exported policy
       folder (save_pretrained), a training checkpoint (checkpoints/iter_XXXXXX) or a run folder (its latest
       checkpoint).
-    - ``episodes_per_task``: episode k of a task always starts from the same seed (given ``seed``), on any
-      number of envs.
+    - ``protocol``: where episode k of a task starts. ``seeded``: from the reset seed derived from ``seed``,
+      the task and k (the same on any number of envs). ``libero``: from the env's init state k, in order,
+      as LIBERO is evaluated (its suites' 50 official init states: ``eval=libero`` sets 50 episodes); the
+      env must declare ``env_spec.extra["num_init_states"]`` and accept ``reset(options={"init_state": k})``.
+    - ``episodes_per_task``: episodes of every task (at most the env's init states with ``protocol=libero``).
     - ``num_envs``: envs stepped together, one episode per env per round; ``num_workers``: 0: envs in this
       process; N >= 1: N Ray env workers share the envs.
     - ``split``: which episodes: ``dev`` (the seeds recipes are chosen on) or ``test`` (seeds disjoint from
@@ -56,6 +62,7 @@ class EvalConfig:
     """
 
     policy: str = "expert"
+    protocol: str = "seeded"
     episodes_per_task: int = 10
     num_envs: int = 4
     num_workers: int = 0
@@ -70,6 +77,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         check_types(self)
         require(self, "episodes_per_task", low=1)
+        if self.protocol not in EVAL_PROTOCOLS:
+            raise FieldError("protocol", self.protocol, f"must be one of {', '.join(EVAL_PROTOCOLS)}")
         require(self, "num_envs", low=1)
         require(self, "num_workers", low=0)
         require(self, "expert_noise_std", low=0)

@@ -54,7 +54,8 @@ def evaluate_from_config(
                            deterministic=bool(eval_cfg.deterministic))  # fmt: skip
         source = PolicyActionSource(load_policy_for_eval(policy_path), bool(eval_cfg.deterministic))
     settings = EvalSettings(episodes_per_task=int(eval_cfg.episodes_per_task), seed=int(cfg.seed),
-                            split=str(eval_cfg.split), video=video_settings(eval_cfg))  # fmt: skip
+                            split=str(eval_cfg.split), protocol=str(eval_cfg.protocol),
+                            video=video_settings(eval_cfg))  # fmt: skip
     kwargs = env_kwargs(cfg.env)
     num_workers = int(eval_cfg.num_workers)
     env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK

@@ -58,6 +58,7 @@ def build_eval_info(
             "episodes_per_task": settings.episodes_per_task,
             "seed": settings.seed,
             "split": settings.split,
+            "protocol": settings.protocol,
             "video": {
                 "episodes_per_task": settings.video.episodes_per_task,
                 "grid_envs": settings.video.grid_envs,
@@ -68,9 +69,29 @@ def build_eval_info(
         },
         "seeds": {name: [e["seed"] for e in task.episodes] for name, task in outcome.tasks.items()},
         "tasks": tasks,
+        "suites": suite_summaries(outcome),
         "overall": summarize_episodes(outcome.all_episodes(), outcome.wall_time_s),
         "config": config or {},
         "run_record": run_record,
+    }
+
+
+def suite_summaries(outcome: EvalOutcome) -> dict[str, Any]:
+    """Success of each suite, the tasks named ``<suite>/<task>`` pooled (LIBERO's suites); {} without such names."""
+    suites: dict[str, list[str]] = {}
+    for name in outcome.tasks:
+        suite, sep, _ = name.partition("/")
+        if sep:
+            suites.setdefault(suite, []).append(name)
+    return {
+        suite: {
+            **summarize_episodes(
+                [e for name in names for e in outcome.tasks[name].episodes],
+                sum(outcome.tasks[name].wall_time_s for name in names),
+            ),
+            "tasks": names,
+        }
+        for suite, names in suites.items()
     }
 
 

@@ -33,6 +33,7 @@ class VideoSettings:
 class EvalSettings:
     episodes_per_task: int = 10
     seed: int = 0
+    protocol: str = "seeded"  # "libero": episode k starts from the env's init state k (eval.protocol)
     video: VideoSettings = field(default_factory=VideoSettings)
     split: str = "dev"  # dev or test: which seeds (metrics.evaluation_seed)
 
@@ -77,6 +78,8 @@ def run_evaluation(
         raise ValueError(f"eval.episodes_per_task must be >= 1, got {settings.episodes_per_task}")
     output_dir = Path(output_dir)
     spec = envs.env_spec()
+    if settings.protocol == "libero":
+        check_init_state_protocol(spec, settings.episodes_per_task)
     cameras = tuple(settings.video.cameras) or tuple(spec.camera_names[:1])
     action_source.prepare(envs)
     writer = VideoWriter()
@@ -92,6 +95,25 @@ def run_evaluation(
         writer.close()
         envs.env_method("disable_video")
     return EvalOutcome(outcomes, time.perf_counter() - started, float(spec.control_hz), cameras)
+
+
+def check_init_state_protocol(spec: Any, episodes_per_task: int) -> None:
+    """``eval.protocol=libero`` needs an env with numbered init states, at least one per episode.
+
+    Raises:
+        ValueError: the env declares no ``num_init_states`` or fewer than ``episodes_per_task``.
+    """
+    available = (getattr(spec, "extra", None) or {}).get("num_init_states")
+    if available is None:
+        raise ValueError(
+            f"eval.protocol=libero starts episode k from the env's init state k, but env {spec.name!r} declares no "
+            "numbered init states (env_spec.extra['num_init_states']); use eval.protocol=seeded"
+        )
+    if episodes_per_task > int(available):
+        raise ValueError(
+            f"eval.episodes_per_task={episodes_per_task} but env {spec.name!r} task {spec.task!r} has "
+            f"{available} init states; set eval.episodes_per_task <= {available}"
+        )
 
 
 def _video_slots(first: int, count: int, settings: VideoSettings, cameras: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -123,7 +145,10 @@ def _evaluate_task(
             envs.env_method("enable_video", cameras=list(cameras), size=tuple(settings.video.size), indices=recorded)
         else:
             envs.env_method("disable_video")
-        observation = envs.reset(seeds=seeds, tasks=[task] * num_envs)
+        init_states = None
+        if settings.protocol == "libero":  # slot j runs init state first + j; idle slots repeat the first
+            init_states = [first + slot if slot < count else first for slot in range(num_envs)]
+        observation = envs.reset(seeds=seeds, init_states=init_states, tasks=[task] * num_envs)
         action_source.seed_round(seeds[0])
         if count < num_envs:
             envs.env_method("deactivate_envs", indices=range(count, num_envs))
@@ -156,6 +181,7 @@ def _evaluate_task(
                 writer.write_episode(output_dir / video, records[slot], spec.control_hz)
             entry = {
                 "index": index, "seed": seeds[slot], "success": bool(episode["success"]),
+                **({"init_state": index} if init_states is not None else {}),
                 "return": float(episode["return"]), "length": int(episode["length"]),
                 "instruction": str(episode.get("instruction", "")), "video": video,
             }  # fmt: skip

@@ -21,6 +21,8 @@ def eval_scalars(document: dict[str, Any], prefix: str = "eval") -> dict[str, fl
     scalars[f"{prefix}/success_ci95_low"], scalars[f"{prefix}/success_ci95_high"] = document["overall"]["success_ci95"]
     for task, summary in document["tasks"].items():
         scalars.update({f"{prefix}/{task}/{key}": float(summary[key]) for key in keys})
+    for suite, summary in document.get("suites", {}).items():
+        scalars.update({f"{prefix}/{suite}/{key}": float(summary[key]) for key in keys})
     return scalars
 
 

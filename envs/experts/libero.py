@@ -1,0 +1,172 @@
+"""Scripted pick-and-place experts for LIBERO (libero_spatial, libero_object) from the simulator's state.
+
+The task's goal in its BDDL file names the object to move and where it goes (``(On bowl plate)``,
+``(In soup basket_contain_region)``). The expert reads the object's and the target's collision geoms
+(their world-frame bounding box: privileged state, not images) and runs a sequence of phases
+(:mod:`envs.experts.phases`): above the grasp point, down, close, lift, over the target, down, open,
+up. Bowls are gripped by their wall on the gripper's side (the fingers close along the world y axis,
+across that wall; a bowl raised in or on a fixture such as a cabinet, where a finger beside it would land
+on the fixture, by the wall facing the robot, the gripper turned a quarter turn); other objects at their
+centre, a little below the top. The held object is carried so that its centre arrives over the target's
+centre. The gripper holds the orientation it had at the start
+(rotation commands from the orientation error).
+
+Actions are the controller's inputs (the env's units): a translation of ``d`` metres is ``d / 0.05``,
+a rotation of ``r`` rad is ``r / 0.5`` (OSC_POSE's scaling), clipped to [-1, 1]; gripper -1 open, +1 close.
+Noise for diverse demonstrations: ``noise_std`` (in action units) on the translation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from envs.experts.phases import Phase, PhaseSequence
+
+OPEN, CLOSED = -1.0, 1.0
+TRANSLATION_SCALE = 0.05  # metres per unit of action (OSC_POSE output_max)
+ROTATION_SCALE = 0.5  # radians per unit of action
+MAX_TRANSLATION = 1.0  # action units
+RAISED = 0.05  # m: a bowl this much above its target's base stands on a fixture
+PHASE_TIMEOUT = 60  # steps; a phase that cannot reach its tolerance moves on
+SUITES_WITH_EXPERTS = ("libero_spatial", "libero_object")
+
+
+@dataclass(frozen=True)
+class Box:
+    """World-frame axis-aligned bounds (lo, hi: (3,)) of a body's collision geoms."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def centre(self) -> np.ndarray:
+        return (self.lo + self.hi) / 2
+
+
+def collision_box(model, data, body_id: int) -> Box:
+    """Bounds of the collision geoms (group 0) of ``body_id``: boxes exactly, others by their bounding sphere."""
+    geoms = np.flatnonzero((model.geom_bodyid == body_id) & (model.geom_group == 0))
+    if len(geoms) == 0:
+        raise ValueError(f"body {model.body(body_id).name!r} has no collision geoms to grasp")
+    lows, highs = [], []
+    for geom in geoms:
+        centre = data.geom_xpos[geom]
+        if model.geom_type[geom] == 6:  # box: its half sizes turned into the world frame
+            half = np.abs(data.geom_xmat[geom].reshape(3, 3)) @ model.geom_size[geom]
+        else:
+            half = np.full(3, model.geom_rbound[geom])
+        lows.append(centre - half)
+        highs.append(centre + half)
+    return Box(np.min(lows, axis=0), np.max(highs, axis=0))
+
+
+def goal_of(inner) -> tuple[str, str]:
+    """(object, target body) of a pick-and-place goal ``(On|In obj target)``; a region names its body."""
+    goal = inner.parsed_problem["goal_state"]
+    if len(goal) != 1 or goal[0][0].lower() not in ("on", "in") or len(goal[0]) != 3:
+        raise ValueError(f"the LIBERO expert handles one On/In goal; this task's goal is {goal}")
+    _, obj, target = goal[0]
+    for body in inner.obj_body_id:
+        if target == body or target.startswith(f"{body}_"):
+            return obj, body
+    raise ValueError(f"no body for the goal's target {target!r}; bodies: {sorted(inner.obj_body_id)}")
+
+
+class LiberoPickPlaceExpert:
+    """Pick the goal's object and put it on or in the goal's target (``reset`` after every ``env.reset``)."""
+
+    def __init__(self, env, noise_std: float = 0.0, seed: int | None = None) -> None:
+        self.env = env.unwrapped
+        self.noise_std = float(noise_std)
+        self.rng = np.random.default_rng(seed)
+        self.reset()
+
+    # ----------------------------------------------------------------- privileged state
+    @property
+    def _site(self) -> int:
+        return int(self.env.libero_env.robots[0].eef_site_id["right"])
+
+    def _eef(self) -> np.ndarray:
+        return self.env.data.site_xpos[self._site].copy()
+
+    def _box(self, name: str) -> Box:
+        inner = self.env.libero_env
+        return collision_box(self.env.model, self.env.data, inner.obj_body_id[name])
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new episode: read the goal and the grasp from the current (reset) state."""
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.sequence = PhaseSequence(PHASE_TIMEOUT)
+        self.orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
+        self.obj, self.target = goal_of(self.env.libero_env)
+        self.is_bowl = "bowl" in self.obj
+        # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
+        # gripper a quarter about the vertical and grip the wall that faces the robot instead.
+        self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
+        if self.turned:
+            self.orientation = Rotation.from_euler("z", np.pi / 2).as_matrix() @ self.orientation
+
+    def _grasp_point(self) -> np.ndarray:
+        """Where the grip site closes: a bowl's wall nearest the robot (-x), or an object's centre near its top."""
+        box = self._box(self.obj)
+        height = box.hi[2] - box.lo[2]
+        if self.is_bowl:  # the wall across the fingers' closing axis, on the gripper's side
+            model, data = self.env.model, self.env.data
+            body = self.env.libero_env.obj_body_id[self.obj]
+            walls = np.flatnonzero((model.geom_bodyid == body) & (model.geom_group == 0))
+            axis = 0 if self.turned else 1  # closing along world y, or along x once turned a quarter
+            side = np.sign(self._eef()[axis] - box.centre[axis]) or -1.0
+            wall = walls[np.argmax(side * data.geom_xpos[walls, axis])]
+            return np.array([data.geom_xpos[wall, 0], data.geom_xpos[wall, 1], box.hi[2] - 0.012])
+        return np.array([box.centre[0], box.centre[1], max(box.hi[2] - 0.03, box.lo[2] + 0.4 * height)])
+
+    def _phases(self) -> list[Phase]:
+        grasp = self._grasp_point()
+        obj_box = self._box(self.obj)
+        offset = grasp[:2] - obj_box.centre[:2]  # grip site relative to the object's centre, held fixed
+        hold_height = grasp[2] - obj_box.lo[2]  # grip site above the object's bottom
+        target_box = self._box(self.target)
+        carry_z = max(target_box.hi[2], obj_box.hi[2]) + hold_height + 0.08
+        place_z = target_box.hi[2] + hold_height + (0.02 if self.is_bowl else 0.03)
+
+        def over_target(z: float):
+            return lambda: np.array([*(self._box(self.target).centre[:2] + offset), z])
+
+        above_grasp = grasp + np.array([0.0, 0.0, 0.10])
+        return [
+            Phase(lambda: above_grasp, OPEN, tolerance=0.015),
+            Phase(lambda: grasp, OPEN, tolerance=0.006, min_steps=3),
+            Phase(lambda: grasp, CLOSED, tolerance=None, min_steps=18),
+            Phase(lambda: np.array([*grasp[:2], carry_z]), CLOSED, tolerance=0.03),
+            Phase(over_target(carry_z), CLOSED, tolerance=0.015),
+            Phase(over_target(place_z), CLOSED, tolerance=0.01),
+            Phase(over_target(place_z), OPEN, tolerance=None, min_steps=10),
+            Phase(over_target(carry_z), OPEN, tolerance=0.02),
+        ]
+
+    # ----------------------------------------------------------------- acting
+    def act(self, obs: object = None) -> np.ndarray:
+        """Next action (7,) in the controller's units."""
+        phase, target = self.sequence.advance(self._phases, self._eef)
+        translation = (target - self._eef()) / TRANSLATION_SCALE
+        if self.noise_std > 0:
+            translation = translation + self.rng.normal(0.0, self.noise_std, size=3)
+        translation = np.clip(translation, -MAX_TRANSLATION, MAX_TRANSLATION)
+        current = self.env.data.site_xmat[self._site].reshape(3, 3)
+        rotation = Rotation.from_matrix(self.orientation @ current.T).as_rotvec() / ROTATION_SCALE
+        return np.array([*translation, *np.clip(rotation, -1.0, 1.0), phase.gripper], dtype=np.float32)
+
+
+def libero_experts() -> dict[str, type]:
+    """task id (``<suite>/<index>`` and ``<suite>/<name>``) -> expert class, for the suites with experts."""
+    from envs.libero.suites import suite_tasks
+
+    experts: dict[str, type] = {}
+    for suite in SUITES_WITH_EXPERTS:
+        for task in suite_tasks(suite):
+            experts[task.task_id] = experts[f"{suite}/{task.name}"] = LiberoPickPlaceExpert
+    return experts
