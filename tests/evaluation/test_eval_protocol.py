@@ -32,10 +32,12 @@ OVERRIDES = [
 ]  # fmt: skip
 
 
-def protocol_seed(base_seed: int, task: str, episode: int) -> int:
-    """docs/evaluation.md: episode k of task t starts from a hash of ``eval/<seed>/<task>`` plus k."""
-    digest = hashlib.sha256(f"eval/{base_seed}/{task}".encode()).digest()
-    return (int.from_bytes(digest[:4], "little") + episode) % (2**31 - 1)
+def protocol_seed(base_seed: int, task: str, episode: int, split: str) -> int:
+    """docs/evaluation.md: episode k of task t starts from a hash of ``eval/<seed>/<task>`` plus k (dev), or of
+    ``eval-test/<seed>/<task>`` plus k, placed in [3 * 2**30, 2**32) (test)."""
+    salt = "eval" if split == "dev" else "eval-test"
+    start = int.from_bytes(hashlib.sha256(f"{salt}/{base_seed}/{task}".encode()).digest()[:4], "little")
+    return (start + episode) % (2**31 - 1) if split == "dev" else 3 * 2**30 + (start + episode) % 2**30
 
 
 def initial_state(task: str, seed: int) -> dict:
@@ -79,13 +81,14 @@ def test_two_policies_are_scored_on_the_episodes_the_eval_config_names(tmp_path,
     monkeypatch.setattr(point_env.PointEnv, "reset", recording_reset)
     monkeypatch.setattr(point_env.PointEnv, "step", recording_step)
 
+    assert cfg.eval.split == "test"  # the default: published numbers come from it
     documents, resets = {}, {}
     for name, folder in (("sft", first), ("final", second)):
         seen.clear()
         documents.update(evaluate_policy_folders(cfg, {name: str(folder)}, tmp_path / "eval"))
         resets[name] = [dict(r) for r in seen]
 
-    expected = {task: [protocol_seed(SEED, task, k) for k in range(EPISODES)] for task in TASKS}
+    expected = {task: [protocol_seed(SEED, task, k, cfg.eval.split) for k in range(EPISODES)] for task in TASKS}
     for name, document in documents.items():
         assert document["seeds"] == expected, name
         assert [e["seed"] for e in document["tasks"]["reach_red"]["episode_results"]] == expected["reach_red"]

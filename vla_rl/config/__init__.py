@@ -315,9 +315,11 @@ def validate_config(cfg: DictConfig) -> None:
 
         read_section(cfg, "record", RecordConfig)
     if "algo" in cfg and "trainer" in cfg:
+        from envs.registry import resolve
         from vla_rl.stages.rl.config import validate_rl_sections
 
-        validate_rl_sections(cfg)
+        num_tasks = len(resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)) if "env" in cfg else 1
+        validate_rl_sections(cfg, num_tasks)
 
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:

@@ -210,8 +210,9 @@ def section(cfg: DictConfig, key: str, cls: type) -> Any:
     return read_section(cfg, key, cls)
 
 
-def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
-    """The ``algo`` (with ``update`` and ``optim``) and ``trainer`` (with ``sharding``) sections, read.
+def validate_rl_sections(cfg: DictConfig, num_tasks: int = 1) -> tuple[AlgoConfig, TrainerConfig]:
+    """The ``algo`` (with ``update`` and ``optim``) and ``trainer`` (with ``sharding``) sections, read;
+    ``num_tasks``: how many tasks the run's env trains on (the entry layer resolves them).
 
     Raises:
         ConfigError: the first wrong key, with its value and what is allowed.
@@ -223,24 +224,20 @@ def validate_rl_sections(cfg: DictConfig) -> tuple[AlgoConfig, TrainerConfig]:
             f"'trainer.envs_per_stage'={trainer.envs_per_stage} must be a multiple of "
             f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
         )
-    _check_task_sampling(cfg, algo, trainer)
+    _check_task_sampling(num_tasks, algo, trainer)
     return algo, trainer
 
 
-def _check_task_sampling(cfg: DictConfig, algo: AlgoConfig, trainer: TrainerConfig) -> None:
+def _check_task_sampling(num_tasks: int, algo: AlgoConfig, trainer: TrainerConfig) -> None:
     """``failure`` sampling must be able to give every task ``min_envs_per_task`` envs (GRPO: groups), else its
     first assignment fails after the workers have started."""
     sampling = trainer.task_sampling
-    if sampling.mode != "failure" or "env" not in cfg:
+    if sampling.mode != "failure":
         return
-    from envs.registry import resolve
-    from vla_rl.config import resolve_tasks
-
-    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
     units = trainer.num_envs // (algo.group_size if algo.collection.grouped_initial_states else 1)
-    if len(tasks) > 1 and units < sampling.min_envs_per_task * len(tasks):
+    if num_tasks > 1 and units < sampling.min_envs_per_task * num_tasks:
         unit = "groups" if algo.collection.grouped_initial_states else "envs"
         raise ConfigError(
             f"'trainer.task_sampling.min_envs_per_task'={sampling.min_envs_per_task}: {units} {unit} cannot give each "
-            f"of the {len(tasks)} tasks that many; lower it or add envs (trainer.envs_per_stage)"
+            f"of the {num_tasks} tasks that many; lower it or add envs (trainer.envs_per_stage)"
         )

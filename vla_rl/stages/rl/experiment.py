@@ -210,9 +210,9 @@ def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
 @contextlib.contextmanager
 def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> Iterator[Trainer]:
     """Build the worker groups and the trainer; tear everything down on exit."""
-    algo, trainer_cfg = validate_rl_sections(cfg)
     entry, _ = resolve(str(cfg.env.id))
     tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
+    algo, trainer_cfg = validate_rl_sections(cfg, len(tasks))
     kwargs = env_kwargs(cfg.env)
     io_spec = env_io_spec(entry.name, tasks[0], kwargs)
     spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer_cfg.init_policy)
