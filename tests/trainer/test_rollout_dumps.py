@@ -35,7 +35,12 @@ TINY = [
 ]
 
 
-@pytest.mark.parametrize("algo", [[], ["algo=grpo", "algo.group_size=2"]], ids=["ppo", "grpo"])
+# GRPO with dynamic sampling: the batch merges the groups of each collection; every group passes the bounds here
+GRPO = ["algo=grpo", "algo.group_size=2", "algo.dynamic_sampling=true", "algo.min_success_rate=0",
+        "algo.max_success_rate=1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", [[], GRPO], ids=["ppo", "grpo_dynamic_sampling"])
 def test_dumped_episodes_agree_with_the_logged_metrics_and_the_env_bounds(ray_session, tmp_path, algo):
     run_dir = tmp_path / "run"
     assert main(["train", *TINY, *algo, "trainer.dump_rollouts_every=1", f"run_dir={run_dir}"]) == 0
