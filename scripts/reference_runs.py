@@ -5,7 +5,7 @@
     python scripts/reference_runs.py compare outputs/ref_before outputs/ref_after
 
 ``run`` trains each experiment of :data:`EXPERIMENTS` for two RL iterations at the tiny sizes of
-``tests/trainer/test_resume_matrix.py`` (one folder each), and the default experiment through every stage
+:mod:`vla_rl.config.tiny` (one folder each), and the default experiment through every stage
 (collect, SFT, RL, eval) at tiny sizes (folder ``pipeline``). ``compare`` checks, folder by folder, what
 ``scripts/compare_runs.py`` checks (summary.json success rates, every RL metric but wall-clock ones), and
 the SFT metrics (``sft/sft_metrics.jsonl`` but wall-clock keys); exit status 1 on any difference.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts"), str(REPO / "tests" / "trainer")]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 #: One per head / algorithm / vision branch: residual + pixels (the default), GRPO, gaussian, diffusion,
 #: the steered flow and Flow-Noise of the flow itself.
@@ -54,10 +54,9 @@ PIPELINE = [
 
 
 def run(out: Path, only: list[str]) -> None:
-    from test_resume_matrix import tiny_overrides
-
     import policies  # noqa: F401  (before any rendering: docs/platform.md)
     from vla_rl.cli import main
+    from vla_rl.config.tiny import tiny_overrides
     from vla_rl.runtime.ray_cluster import init_ray
 
     init_ray(num_cpus=6)

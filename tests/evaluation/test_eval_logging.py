@@ -90,20 +90,26 @@ def test_unknown_tracker_lists_the_known(tmp_path):
 
 def test_rollout_dump_round_trip(tmp_path):
     episodes = [
-        {"actions": np.arange(6, dtype=np.float32).reshape(3, 2), "rewards": [0, 0, 1], "success": True,
-         "instruction": "lift the red block", "task": "lift"},
-        {"actions": np.ones((2, 2)), "rewards": [0.5, 0.25], "success": False, "instruction": "open the drawer"},
+        {"actions": np.arange(12, dtype=np.float32).reshape(3, 2, 2), "rewards": [0, 0, 1], "success": True,
+         "length": 5, "env": 1, "from_reset": False, "instruction": "lift the red block", "task": "lift"},
+        {"actions": np.ones((2, 2, 2)), "rewards": [0.5, 0.25], "success": False, "instruction": "open the drawer"},
     ]  # fmt: skip
     path = write_rollout_dump(tmp_path, 20, episodes)
     assert path.name == "iter_000020.npz"
     loaded = read_rollout_dump(path)
-    assert [e["length"] for e in loaded] == [3, 2]
+    assert [e["length"] for e in loaded] == [5, 4]
     assert [e["return"] for e in loaded] == [1.0, 0.75]
+    assert [(e["env"], e["from_reset"]) for e in loaded] == [(1, False), (-1, True)]
     np.testing.assert_array_equal(loaded[0]["actions"], episodes[0]["actions"])
     assert loaded[1]["instruction"] == "open the drawer" and loaded[1]["task"] == "" and not loaded[1]["success"]
-    with pytest.raises(ValueError, match="episode 0: actions must be"):
-        write_rollout_dump(tmp_path, 21, [{"actions": np.ones((3, 2)), "rewards": [0, 1], "success": 0,
+    assert read_rollout_dump(write_rollout_dump(tmp_path, 22, [])) == []
+    with pytest.raises(ValueError, match="episode 0: actions must be chunks"):
+        write_rollout_dump(tmp_path, 21, [{"actions": np.ones((3, 2, 2)), "rewards": [0, 1], "success": 0,
                                            "instruction": "x"}])  # fmt: skip
+    with pytest.raises(ValueError, match="episode 0: length 7 env steps does not fit 2 chunks of 2 actions"):
+        write_rollout_dump(tmp_path, 21, [{"actions": np.ones((2, 2, 2)), "rewards": [0, 1], "success": 0,
+                                           "length": 7, "instruction": "x"}])  # fmt: skip
+    assert not list((tmp_path / "rollouts").glob(".*tmp*"))
 
 
 def test_plots_from_a_small_metrics_file(tmp_path):

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from envs.registry import resolve
 from vla_rl.cli import main
 from vla_rl.config import REPO_ROOT, env_kwargs, load_config, resolve_tasks
+from vla_rl.config.tiny import TINY, tiny_overrides  # noqa: F401
 from vla_rl.runtime.checkpoint import complete_checkpoints
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import policy_spec_from_config
@@ -43,42 +44,6 @@ def distinct_experiments() -> list[str]:
 
 EXPERIMENTS = distinct_experiments()
 VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
-
-# Small enough for 2 cores; every experiment keeps its head, algorithm, vision branch and env.
-TINY = [
-    "experiment.stages=[rl]",
-    "trainer.envs_per_stage=2",
-    "trainer.num_stages=2",
-    "trainer.rollout_steps=2",
-    "trainer.trackers=[jsonl]",
-    "trainer.checkpoint_every=1",
-    "trainer.eval_every=0",
-    "algo.update.epochs=1",
-    "algo.update.num_minibatches=2",
-    "algo.update.micro_batch_size=4",
-    "policy.embedding_dim=32",
-    "policy.value.hidden_dims=[16]",
-]
-
-
-def tiny_overrides(experiment: str) -> list[str]:
-    """TINY for ``experiment``, with its own env's smallest images and one critic warm-up iteration at most."""
-    cfg = load_config([f"experiment={experiment}"])
-    overrides = [f"experiment={experiment}", *TINY]
-    if cfg.env.id == "tabletop":
-        overrides += ["env.tasks=[reach]", "env.kwargs.image_size=32"]
-    else:
-        overrides += ["env.kwargs.image_size=32", "trainer.envs_per_stage=1", "trainer.num_stages=1"]
-    if cfg.algo.critic_warmup_iterations > 0:
-        overrides.append(
-            "algo.critic_warmup_iterations=1"
-        )  # the first checkpoint: the policy never had a gradient
-    if cfg.algo.name == "grpo":
-        overrides.append("algo.group_size=2")
-    if cfg.trainer.task_sampling.mode == "failure":
-        overrides.append("trainer.task_sampling.min_envs_per_task=0")  # one env among all the env's tasks
-    return overrides
-
 
 def metrics_of(rl_dir: Path) -> list[dict]:
     rows = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]

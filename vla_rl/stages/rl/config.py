@@ -119,6 +119,7 @@ class TrainerConfig:
       (GRPO's episodes end early, PPO's windows do not); null: no budget.
     - ``task_sampling``: how a multi-task run shares its envs among the tasks (:class:`TaskSamplingConfig`:
       "uniform", each env keeps its task; "failure", envs in proportion to each task's training failure rate).
+    - ``dump_rollouts_every``: every this many iterations, the rollout's finished episodes to ``rollouts/`` (0 = off).
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
     - Resources: CPUs (and GPUs) per worker; ``ray_num_cpus`` logical CPUs of a local Ray (0: automatic);
@@ -149,6 +150,7 @@ class TrainerConfig:
     time_limit_minutes: float | None = None
     max_env_steps: int | None = None
     task_sampling: TaskSamplingConfig = field(default_factory=TaskSamplingConfig)
+    dump_rollouts_every: int = 0
     profile_iterations: list[int] = field(default_factory=list)
     trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     env_worker_cpus: float = 1.0
@@ -170,7 +172,7 @@ class TrainerConfig:
                      "actor_world_size", "eval_episodes_per_task", "keep_last", "torch_threads", "max_env_steps",
                      "actor_torch_threads"):
             require(self, name, low=1)
-        for name in ("eval_every", "checkpoint_every", "ray_num_cpus", "env_worker_cpus", "rollout_worker_cpus",
+        for name in ("eval_every", "checkpoint_every", "dump_rollouts_every", "ray_num_cpus", "env_worker_cpus", "rollout_worker_cpus",
                      "actor_cpus", "actor_gpus", "rollout_gpus"):
             require(self, name, low=0)
         require(self, "time_limit_minutes", low=0, low_open=True)

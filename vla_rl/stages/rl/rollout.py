@@ -55,6 +55,8 @@ class Rollout:
     episodes: list[dict[str, Any]] = field(default_factory=list)  # finished episodes, in the order they ended
     env_steps: int = 0
     success: torch.Tensor | None = None  # (N,) per-row success (episodes mode)
+    # with a rollout dump due: the finished episodes of every collection, with their chunks (episodes_with_chunks)
+    dump_episodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def episodes_from_reset(episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,6 +70,49 @@ def episodes_from_reset(episodes: Sequence[dict[str, Any]]) -> list[dict[str, An
     ``from_reset`` mark count as from a reset.
     """
     return [episode for episode in episodes if episode.get("from_reset", True)]
+
+
+def episodes_with_chunks(rollout: Rollout, stage_size: int) -> list[dict[str, Any]]:
+    """The finished episodes of one collection with their chunks, env by env (batch row), in time order.
+
+    An episode is the run of valid steps (``mask``) of a batch row that ends at a step flagged ``terminated``
+    or ``truncated``; steps after the row's last end belong to an episode the rollout window cut. Its record in
+    ``rollout.episodes`` (row ``stage * stage_size + env_index``, in the order they ended) gives its length in
+    env steps, success, task and instruction. Call it before anything changes the batch's ``mask``.
+
+    Returns dicts: ``actions (C_e, H, A)`` (env units), ``rewards (C_e,)``, ``success``, ``length``, ``env`` (row),
+    ``from_reset``, ``instruction``, ``task`` (:func:`vla_rl.logging.rollout_dump.write_rollout_dump`).
+
+    Raises:
+        RuntimeError: the batch's episode ends and the env workers' records of finished episodes disagree.
+    """
+    batch = rollout.batch
+    mask = batch["mask"].numpy()
+    ends = (batch["terminated"] | batch["truncated"]).numpy() & mask
+    chunks, rewards = batch["action_chunk"].numpy(), batch["reward"].numpy()
+    records: dict[int, deque] = {}
+    for record in rollout.episodes:
+        records.setdefault(int(record["stage"]) * stage_size + int(record["env_index"]), deque()).append(record)
+    episodes = []
+    for row in range(mask.shape[0]):
+        start = 0
+        for end in np.flatnonzero(ends[row]):
+            steps = start + np.flatnonzero(mask[row, start : end + 1])
+            start = end + 1
+            if not records.get(row):
+                raise RuntimeError(f"batch row {row} ends an episode at step {end} that no env worker reported")
+            record = records[row].popleft()
+            if bool(record["success"]) != bool(batch["success"][row, end]):
+                raise RuntimeError(f"batch row {row}, step {end}: the batch's success and the env's record disagree")
+            episodes.append({
+                "actions": chunks[row, steps], "rewards": rewards[row, steps], "success": bool(record["success"]),
+                "length": int(record["length"]), "env": row, "from_reset": bool(record.get("from_reset", True)),
+                "instruction": str(record["instruction"]), "task": str(record.get("task", "")),
+            })  # fmt: skip
+    left = {row: len(queue) for row, queue in records.items() if queue}
+    if left:
+        raise RuntimeError(f"finished episodes reported by the env workers but not ended in the batch (row: count): {left}")
+    return episodes
 
 
 def rows_without_episode_end(batch: TensorDict) -> int:

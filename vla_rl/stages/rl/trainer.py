@@ -28,6 +28,7 @@ from vla_rl.algos import compute_advantages, valid_steps
 from vla_rl.algos.dynamic_sampling import DynamicSamplingAccumulator
 from vla_rl.algos.groups import filter_groups_by_success_rate
 from vla_rl.logging.console import ConsoleTracker
+from vla_rl.logging.rollout_dump import RolloutDumper
 from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.runtime.seeds import derived_seed
@@ -37,6 +38,7 @@ from vla_rl.stages.rl.rollout import (
     Rollout,
     RolloutCollector,
     episodes_from_reset,
+    episodes_with_chunks,
     rollout_profile_table,
     rows_without_episode_end,
 )
@@ -114,6 +116,7 @@ class Trainer:
         self.tracker, self.run_dir, self.seed = tracker, Path(run_dir), seed
         self.evaluate_fn, self.export_fn = evaluate, export
         self.checkpoint_root = self.run_dir / "checkpoints"
+        self.dumper = RolloutDumper(self.run_dir, trainer.dump_rollouts_every)
         self.state = TrainerState()
         self.synced_version = -1
         self.timing_rows: list[dict[str, float]] = []
@@ -151,6 +154,9 @@ class Trainer:
                 self.sync_weights()
             with timer.phase("rollout"):
                 rollout = self.collect_rollout(iteration, self._profile_folder(iteration) if profiling else None)
+            if self.dumper.due(iteration + 1):
+                with timer.phase("dump_rollouts"):
+                    self.dumper.maybe_dump(iteration + 1, rollout.dump_episodes)
             with timer.phase("advantages"):
                 batch, advantage_metrics = self.compute_advantages(rollout)
             update_metrics = {"train/skipped_update": 1.0}
@@ -229,16 +235,20 @@ class Trainer:
         algo = self.algo
         steps, collection = self.config.rollout_steps, algo.collection
         env_tasks = self.next_env_tasks()
+        dumped: list[dict[str, Any]] = []  # every collection's finished episodes, when a rollout dump is due
 
         def collect(attempt: int) -> Rollout:
             if profile_folder is None or attempt:
-                return self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt,
-                                              env_tasks=env_tasks)  # fmt: skip
-            rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection, algo.group_size,
-                                                               env_tasks=env_tasks)  # fmt: skip
-            profile_folder.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(profile_folder / "rollout_profile.json", profile)
-            (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
+                rollout = self.collector.collect(steps, self.seed, iteration, collection, algo.group_size, attempt,
+                                                 env_tasks=env_tasks)  # fmt: skip
+            else:
+                rollout, profile = self.collector.collect_profiled(steps, self.seed, iteration, collection,
+                                                                   algo.group_size, env_tasks=env_tasks)  # fmt: skip
+                profile_folder.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(profile_folder / "rollout_profile.json", profile)
+                (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
+            if self.dumper.due(iteration + 1):
+                dumped.extend(episodes_with_chunks(rollout, self.collector.env_group.stage_size))
             return rollout
 
         if not algo.dynamic_sampling:
@@ -248,6 +258,7 @@ class Trainer:
                     rollout.success, rollout.batch["group_id"][:, 0], algo.min_success_rate, algo.max_success_rate
                 )
                 rollout.batch["mask"] &= keep.reshape(-1, 1)
+            rollout.dump_episodes = dumped
             return rollout
         accumulator = DynamicSamplingAccumulator(
             self.config.num_envs // algo.group_size, algo.max_sampling_attempts, algo.min_success_rate,
@@ -263,7 +274,8 @@ class Trainer:
             instructions.extend(rollout.instructions)
             accumulator.add(batch, rollout.success)
         episodes = [e for r in rollouts for e in r.episodes]
-        return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts))
+        return Rollout(accumulator.result(), instructions, episodes, sum(r.env_steps for r in rollouts),
+                       dump_episodes=dumped)
 
     def update_task_success(self, episodes: list[dict[str, Any]]) -> None:
         """Fold an iteration's finished episodes into each task's moving average of training success
