@@ -38,9 +38,9 @@ def ray_session():
     """The local Ray instance the tests share (6 CPU slots): started by the first test that asks for it and
     kept for the next ones, since a start costs ~5 s; stopped at the end of the run. A test that needs a
     cluster of its own shuts it down (the next test that asks starts it again)."""
-    from vla_rl.runtime.ray_cluster import init_ray
+    from shared_ray import start_shared_ray
 
-    init_ray(num_cpus=6)
+    start_shared_ray()
     yield
 
 

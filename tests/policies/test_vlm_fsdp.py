@@ -47,36 +47,50 @@ def sft_steps(policy, data, steps: int = 2) -> None:
         optimizer.zero_grad()
 
 
-def rank_main(rank: int, world_size: int, port: int, source: str, train: str, offload: bool, out: str) -> None:
+CASES = [("lora", False), ("full", True)]  # (what trains, CPU offload)
+
+
+def rank_main(rank: int, world_size: int, port: int, source: str, folder: str) -> None:
+    """Every case of ``CASES`` in turn on one process group; rank 0 saves each case's full weights."""
     mesh = init_distributed(rank, world_size, "127.0.0.1", port, torch.device("cpu"))
-    policy = build(source, train)
-    blocks = policy.fsdp_blocks()
-    model = shard_model(policy, mesh, ShardingConfig(cpu_offload=offload))
     from torch.distributed.fsdp import FSDPModule
 
-    layers = [b for b in blocks if any(p.requires_grad for p in b.parameters()) and "Layer" in type(b).__name__]
-    assert layers and all(isinstance(b, FSDPModule) for b in layers)  # each transformer block is a unit
-    sft_steps(model, batch(rank, world_size))
-    weights = full_state_dict(model)
-    if rank == 0:
-        torch.save({"weights": weights, "units": len(layers)}, out)
+    for train, offload in CASES:
+        policy = build(source, train)
+        blocks = policy.fsdp_blocks()
+        model = shard_model(policy, mesh, ShardingConfig(cpu_offload=offload))
+        trained = [b for b in blocks if any(p.requires_grad for p in b.parameters())]
+        layers = [b for b in trained if "Layer" in type(b).__name__]
+        assert layers and all(isinstance(b, FSDPModule) for b in layers)  # each transformer block is a unit
+        sft_steps(model, batch(rank, world_size))
+        weights = full_state_dict(model)
+        if rank == 0:
+            torch.save({"weights": weights, "units": len(layers)}, f"{folder}/rank0_{train}_{offload}.pt")
     shutdown_distributed()
 
 
-@pytest.mark.parametrize(("train", "offload"), [("lora", False), ("full", True)])
-def test_two_ranks_take_the_steps_of_one_process(tmp_path, train, offload):
-    source = str(write_tiny_vlm(tmp_path / "vlm", "idefics3"))
-    reference = build(source, train)
-    sft_steps(reference, batch())
-    out = str(tmp_path / "rank0.pt")
+@pytest.fixture(scope="module")
+def two_rank_runs(tmp_path_factory) -> tuple[str, str]:
+    """The tiny VLM and the folder of rank 0's weights after two ranks ran every case (one spawn of the two
+    processes for all cases: starting them costs more than the steps)."""
+    folder = tmp_path_factory.mktemp("vlm_fsdp")
+    source = str(write_tiny_vlm(folder / "vlm", "idefics3"))
     context, port = mp.get_context("spawn"), free_port()
-    processes = [context.Process(target=rank_main, args=(r, 2, port, source, train, offload, out)) for r in range(2)]
+    processes = [context.Process(target=rank_main, args=(r, 2, port, source, str(folder))) for r in range(2)]
     for process in processes:
         process.start()
     for process in processes:
         process.join(timeout=300)
         assert process.exitcode == 0
-    saved = torch.load(out)
+    return source, str(folder)
+
+
+@pytest.mark.parametrize(("train", "offload"), CASES)
+def test_two_ranks_take_the_steps_of_one_process(two_rank_runs, train, offload):
+    source, folder = two_rank_runs
+    reference = build(source, train)
+    sft_steps(reference, batch())
+    saved = torch.load(f"{folder}/rank0_{train}_{offload}.pt")
     assert saved["units"] == 4  # 2 vision + 2 language blocks of the tiny Idefics3
     initial = build(source, train).state_dict()
     moved = [name for name, value in reference.state_dict().items() if not torch.equal(value, initial[name])]

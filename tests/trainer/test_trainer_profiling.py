@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from shared_ray import start_shared_ray
 from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
@@ -18,10 +20,19 @@ def trace_event_names(path) -> list[str]:
     return [event.get("name", "") for event in document["traceEvents"]]
 
 
-def test_profiled_iteration_writes_traces_of_every_worker_group_and_a_timing_table(ray_session, tmp_path):
+@pytest.fixture(scope="module")
+def profiled_run(tmp_path_factory):
+    """One tiny run of 2 iterations that profiles the first: its config and its folder (both tests read it)."""
+    start_shared_ray()
+    run_dir = tmp_path_factory.mktemp("profiled")
     cfg = load_config([*TINY, "trainer.iterations=2", "trainer.profile_iterations=[0]", "trainer.checkpoint_every=0"])
-    with rl_run(cfg, tmp_path) as trainer:
+    with rl_run(cfg, run_dir) as trainer:
         trainer.fit()
+    return cfg, run_dir
+
+
+def test_profiled_iteration_writes_traces_of_every_worker_group_and_a_timing_table(profiled_run):
+    cfg, tmp_path = profiled_run
     folder = tmp_path / "profile" / "iter_000000"
     assert sorted(p.name for p in folder.iterdir()) == [
         "actor_rank0.json", "env_worker0.json", "rollout_profile.json", "rollout_profile.md", "rollout_worker.json",
@@ -52,10 +63,8 @@ def test_profiled_iteration_writes_traces_of_every_worker_group_and_a_timing_tab
     assert float(cells[1 + PHASES.index("rollout")]) > 0.0
 
 
-def test_the_rollout_profile_counts_every_env_step_render_and_denoising_step(ray_session, tmp_path):
-    cfg = load_config([*TINY, "trainer.iterations=1", "trainer.profile_iterations=[0]", "trainer.checkpoint_every=0"])
-    with rl_run(cfg, tmp_path) as trainer:
-        trainer.fit()
+def test_the_rollout_profile_counts_every_env_step_render_and_denoising_step(profiled_run):
+    cfg, tmp_path = profiled_run
     profile = json.loads((tmp_path / "profile" / "iter_000000" / "rollout_profile.json").read_text())
     steps, stages, envs = cfg.trainer.rollout_steps, cfg.trainer.num_stages, cfg.trainer.envs_per_stage
     worker = profile["env_workers"]["env_worker0"]

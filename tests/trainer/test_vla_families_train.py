@@ -22,15 +22,23 @@ FAMILIES = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The tiny VLM folder and the demonstrations folder the families share (the first run collects, the
+    others find the collection complete)."""
+    folder = tmp_path_factory.mktemp("families")
+    return write_tiny_vlm(folder / "vlm", "idefics3"), folder / "demos"
+
+
 @pytest.mark.parametrize("experiment", sorted(FAMILIES))
-def test_each_family_trains_through_vla_rl_train(ray_session, tmp_path, capsys, experiment):
+def test_each_family_trains_through_vla_rl_train(ray_session, tmp_path, capsys, experiment, shared):
     factory, overrides = FAMILIES[experiment]
-    source = write_tiny_vlm(tmp_path / "vlm", "idefics3")
+    source, demos = shared
     run_dir = tmp_path / "run"
     code = main([
         "train", f"experiment={experiment}", f"policy.backbone.source={source}", "policy.backbone.lora_rank=4",
         "policy.value.hidden_dims=[16]", *overrides, "env.tasks=[reach]", "env.kwargs.image_size=32",
-        f"run_dir={run_dir}", f"collect.output={tmp_path / 'demos'}", "collect.episodes_per_task=2",
+        f"run_dir={run_dir}", f"collect.output={demos}", "collect.episodes_per_task=2",
         "sft.max_steps=2", "sft.valid_every=2", "sft.show_progress=false", "trainer.iterations=1",
         "trainer.envs_per_stage=2", "trainer.rollout_steps=3", "trainer.trackers=[jsonl]", "trainer.checkpoint_every=1",
         "trainer.eval_every=0", "algo.critic_warmup_iterations=0", "algo.update.epochs=1",
