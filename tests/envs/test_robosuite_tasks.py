@@ -14,8 +14,10 @@ from vla_rl.config import ConfigError, load_config
 
 
 def test_every_environment_robosuite_registers_is_a_task():
-    from robosuite.environments.base import REGISTERED_ENVS as installed
+    from robosuite.environments.base import REGISTERED_ENVS as registered
 
+    # robosuite's own environments: packages built on it (LIBERO's BDDL domains) register theirs in the same table
+    installed = {name for name, cls in registered.items() if cls.__module__.startswith("robosuite.")}
     assert set(REGISTERED_ENVS) == set(installed)
     assert set(ROBOSUITE_TASKS) == set(installed) and ROBOSUITE_TASKS[:5] == (
         "Lift", "Stack", "PickPlaceCan", "Door", "NutAssemblySquare",

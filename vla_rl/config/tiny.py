@@ -5,6 +5,8 @@ Small enough for two CPU cores; every experiment keeps its head, algorithm, visi
 
 from __future__ import annotations
 
+from omegaconf import OmegaConf
+
 from vla_rl.config import load_config
 
 TINY = [
@@ -18,15 +20,17 @@ TINY = [
     "algo.update.epochs=1",
     "algo.update.num_minibatches=2",
     "algo.update.micro_batch_size=4",
-    "policy.embedding_dim=32",
-    "policy.value.hidden_dims=[16]",
 ]
+#: Policy sizes, where the experiment's policy has them (a VLM policy's width is its backbone's).
+TINY_POLICY = {"embedding_dim": "32", "value.hidden_dims": "[16]"}
 
 
 def tiny_overrides(experiment: str) -> list[str]:
     """TINY for ``experiment``, with its own env's smallest images and one critic warm-up iteration at most."""
     cfg = load_config([f"experiment={experiment}"])
     overrides = [f"experiment={experiment}", *TINY]
+    overrides += [f"policy.{key}={value}" for key, value in TINY_POLICY.items()
+                  if OmegaConf.select(cfg.policy, key) is not None]  # fmt: skip
     if cfg.env.id == "tabletop":
         overrides += ["env.tasks=[reach]", "env.kwargs.image_size=32"]
     else:

@@ -29,7 +29,7 @@ class VideoSettings:
     size: tuple[int, int] = (128, 128)  # (height, width) of each camera in the video
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalSettings:
     episodes_per_task: int = 10
     seed: int = 0

@@ -277,7 +277,8 @@ class PeriodicEvaluation:
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
         # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
-        self.settings = EvalSettings(episodes_per_task, int(cfg.seed), video_settings(cfg.eval), split="dev")
+        self.settings = EvalSettings(episodes_per_task=episodes_per_task, seed=int(cfg.seed), split="dev",
+                                     protocol=str(cfg.eval.protocol), video=video_settings(cfg.eval))
         self.run_record = Path(str(cfg.run_dir)) / "run.json"
         self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
                                    seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
