@@ -6,7 +6,8 @@ import subprocess
 
 from vla_rl.config import REPO_ROOT
 
-OUTSIDE_REFERENCES = ("PLATFORM_NOTES", "../shared/", "/work/shared")
+#: Assembled from parts so that this file does not cite them itself (and needs no exemption).
+OUTSIDE_REFERENCES = ("PLATFORM" + "_NOTES", "../" + "shared/", "/work/" + "shared")
 
 
 def tracked_text_files() -> list:
@@ -20,7 +21,7 @@ def test_no_tracked_file_cites_a_file_outside_the_repository():
     assert any(path.name == "Makefile" for path in files)
     offenders = []
     for path in files:
-        if path.name == "test_self_contained.py" or not path.is_file():
+        if not path.is_file():
             continue
         text = path.read_text(errors="replace")
         offenders += [f"{path.relative_to(REPO_ROOT)}: {ref}" for ref in OUTSIDE_REFERENCES if ref in text]
