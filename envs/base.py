@@ -158,3 +158,22 @@ class RobotEnv(gym.Env):
     @property
     def max_episode_steps(self) -> int:
         return self.env_spec.max_episode_steps
+
+
+class WrappedSimulatorEnv(RobotEnv):
+    """A protocol env around another package's simulator (``_inner``: robosuite, MetaWorld, LIBERO), whose
+    cameras our own renderer (``_renderer``) draws; closing releases both, and a rebuild closes them first."""
+
+    _inner: Any = None
+    _renderer: Any = None
+
+    def close(self) -> None:
+        self._close_inner()
+
+    def _close_inner(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None

@@ -36,7 +36,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
 
@@ -72,7 +72,7 @@ def _mount_floor_robot() -> None:
         OnTheGroundPanda.default_base = property(lambda self: "NullMount")
 
 
-class LiberoEnv(RobotEnv):
+class LiberoEnv(WrappedSimulatorEnv):
     """A LIBERO task with camera images, end-effector state, its instruction and official init states."""
 
     supports_skipping_images = True
@@ -235,17 +235,6 @@ class LiberoEnv(RobotEnv):
         if self.render_mode != "rgb_array":
             return None
         return self._image(self._cameras[0] if self._cameras else "agentview")
-
-    def close(self) -> None:
-        self._close_inner()
-
-    def _close_inner(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None
 
     # ----------------------------------------------------------------- observation
     def _state(self) -> np.ndarray:

@@ -53,7 +53,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 from envs.metaworld.variations import mt1_variations
@@ -113,7 +113,7 @@ def environment_class(task: str) -> type:
     return _CACHED_CLASSES[task]
 
 
-class MetaWorldEnv(RobotEnv):
+class MetaWorldEnv(WrappedSimulatorEnv):
     """A MetaWorld v3 task with camera images, proprioception and an instruction."""
 
     tasks = METAWORLD_TASKS
@@ -283,17 +283,6 @@ class MetaWorldEnv(RobotEnv):
         if self.render_mode != "rgb_array":
             return None
         return self._render(self._cameras[0] if self._cameras else DEFAULT_CAMERAS[0])
-
-    def close(self) -> None:
-        self._close_inner()
-
-    def _close_inner(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None
 
     # ----------------------------------------------------------------- internals
     def _capture(self, instruction: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
 from envs.robosuite.robots import StateLayout, robots_for, state_layout
@@ -52,7 +52,7 @@ from envs.robosuite.tasks import ROBOSUITE_TASKS, RobosuiteTask, get_task
 DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 
-class RobosuiteEnv(RobotEnv):
+class RobosuiteEnv(WrappedSimulatorEnv):
     """A robosuite manipulation task with camera images, proprioception and an instruction."""
 
     tasks = ROBOSUITE_TASKS
@@ -205,17 +205,6 @@ class RobosuiteEnv(RobotEnv):
         if self.render_mode != "rgb_array":
             return None
         return self._renderer.render(self.data, self._cameras[0] if self._cameras else "agentview")
-
-    def close(self) -> None:
-        self._close_inner()
-
-    def _close_inner(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None
 
     # ----------------------------------------------------------------- internals
     def _task(self, name: str) -> RobosuiteTask:
