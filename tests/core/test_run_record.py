@@ -208,3 +208,19 @@ def test_reproduce_pins_the_iterations_a_time_limited_run_ran(tmp_path):
     unlimited = {"config": {"trainer": {"time_limit_minutes": None, "iterations": 360}}}
     assert pinned_iterations(unlimited, tmp_path) == []
     assert pinned_iterations(limited, tmp_path / "no_such_run") == []
+
+
+def test_a_resumed_run_reproduces_as_one_uninterrupted_run(tiny_train_run, tmp_path, capsys):
+    resumed = Path(shutil.copytree(tiny_train_run, tmp_path / "resumed"))
+    demos = tiny_train_run.parent / "demos"
+    assert main([*TINY_TRAIN, f"collect.output={demos}", f"run_dir={resumed}", "trainer.resume=true"]) == 0
+    record = read_record(resumed)[0]
+    assert record["argv"][-1] == "trainer.resume=true" and record["resumed_from"]["argv"][:-1] == record["argv"][:-2]
+    assert main(["reproduce", str(resumed), "--run-dir", str(tmp_path / "again")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("identical: ")
+    assert "trainer.resume=true" not in read_record(tmp_path / "again")[0]["argv"]
+    # A run whose parts ran different commands cannot be rerun as one.
+    record["resumed_from"]["argv"] = [*record["resumed_from"]["argv"], "sft.max_steps=4"]
+    (resumed / RECORD_FILE).write_text(json.dumps(record))
+    assert main(["reproduce", str(resumed), "--run-dir", str(tmp_path / "third")]) == 2
+    assert "part 1 of this resumed run ran" in capsys.readouterr().err and not (tmp_path / "third").exists()

@@ -1,7 +1,7 @@
 """`vla-rl reproduce RECORD_OR_FOLDER`: rerun a recorded run into a new folder and compare the results.
 
 The record (``run.json``, :mod:`vla_rl.runtime.run_record`) names the command line; the rerun is that command
-with its run folder moved (``run_dir=``, ``eval.output=``, ``sft.output=`` or ``collect.output=``). It refuses
+(for a resumed run, its parts' command run once, uninterrupted) with its run folder moved (``run_dir=``, ``eval.output=``, ``sft.output=`` or ``collect.output=``). It refuses
 to start when this checkout's commit or uncommitted diff differs from the record's (``--allow-commit-mismatch``
 goes on anyway), or when the numerics mode differs. Exit status: 0 when the new results are identical to the
 recorded ones, 1 when they differ (the differences are listed), 2 when it could not rerun.
@@ -25,10 +25,40 @@ def _key_of(override: str) -> str:
 
 
 def rerun_argv(record: dict[str, Any], folder: Path) -> list[str]:
-    """The recorded command line with its run folder set to ``folder`` (earlier settings of it dropped)."""
+    """The recorded command line, uninterrupted (:func:`uninterrupted_argv`), with its run folder set to ``folder``
+    (earlier settings of it dropped)."""
     key = record["folder_key"]
-    argv = [a for a in record["argv"] if not ("=" in a and not a.startswith("-") and _key_of(a) == key)]
-    return [*argv, f"{key}={folder}"]
+    return [*_without({key}, uninterrupted_argv(record)), f"{key}={folder}"]
+
+
+def _without(keys: set[str], argv: list[str]) -> list[str]:
+    return [a for a in argv if not ("=" in a and not a.startswith("-") and _key_of(a) in keys)]
+
+
+def uninterrupted_argv(record: dict[str, Any]) -> list[str]:
+    """The command line that reruns a run, resumed or not, as one uninterrupted run.
+
+    A run continued with ``trainer.resume=true`` keeps the records of its earlier parts (``resumed_from``).
+    Resuming is exact, so when every part ran the same command (``trainer.resume`` aside) on the same code, the
+    uninterrupted command reproduces the whole run. The parts' run folders may differ (a folder moved or copied
+    between them); the rerun names its own.
+
+    Raises:
+        ValueError: the parts ran different command lines or code; says which.
+    """
+    parts = [record]
+    while isinstance(parts[-1].get("resumed_from"), dict):
+        parts.append(parts[-1]["resumed_from"])
+    ignored = {"trainer.resume", record["folder_key"]}
+    argv = _without({"trainer.resume"}, record["argv"])
+    for number, part in enumerate(reversed(parts[1:]), start=1):
+        if _without(ignored, part.get("argv", [])) != _without(ignored, argv):
+            raise ValueError(f"part {number} of this resumed run ran `{' '.join(part.get('argv', []))}`, the last "
+                             f"part `{' '.join(record['argv'])}`: rerun each part and its resumption by hand")  # fmt: skip
+        if part.get("git") != record.get("git"):
+            raise ValueError(f"part {number} of this resumed run ran other code (git {part.get('git')}) than the last "
+                             f"part (git {record.get('git')}): rerun each part on its own code by hand")  # fmt: skip
+    return argv
 
 
 def pinned_iterations(record: dict[str, Any], original: Path) -> list[str]:
@@ -101,9 +131,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"vla-rl reproduce: {record_path} is the record of a run that did not complete (status "
               f"{record.get('status')!r}); there is nothing to compare with", file=sys.stderr)  # fmt: skip
         return 2
-    if any(_key_of(a) == "trainer.resume" and a.partition("=")[2].lower() == "true" for a in record["argv"]):
-        print(f"vla-rl reproduce: {record_path} records a resumed run (trainer.resume=true): rerun its first part "
-              "and its resumption by hand", file=sys.stderr)  # fmt: skip
+    try:
+        uninterrupted_argv(record)
+    except ValueError as error:
+        print(f"vla-rl reproduce: {record_path}: {error}", file=sys.stderr)
         return 2
     mismatches = checkout_mismatches(record, git_state())
     if mismatches and not args.allow_commit_mismatch:
