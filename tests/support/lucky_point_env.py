@@ -7,7 +7,7 @@ from __future__ import annotations
 from point_env import TASKS, PointEnv
 
 #: The chance that one step of a task succeeds (and ends the episode).
-SUCCESS_PER_STEP = {"reach_red": 0.4, "reach_blue": 0.1}
+SUCCESS_PER_STEP = {"reach_red": 0.25, "reach_blue": 0.1}
 
 
 class LuckyPointEnv(PointEnv):

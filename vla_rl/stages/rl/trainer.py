@@ -460,10 +460,11 @@ class Trainer:
                 if task in self.state.task_success:
                     metrics[f"task_sampling/{task}/success_average"] = self.state.task_success[task]
         if self.pools is not None:  # what each task's pools hold, and how far each task lies below its best
-            for outcome, name in (("success", "successes"), ("failure", "failures")):
-                for task, size in self.pools.sizes(outcome).items():
-                    metrics[f"task_pools/{task or 'all'}/{name}"] = float(size)
             tasks = [str(task) for task in self.collector.tasks if task]
+            for outcome, name in (("success", "successes"), ("failure", "failures")):
+                sizes = self.pools.sizes(outcome)
+                for task in sorted(set(tasks) | set(sizes)):
+                    metrics[f"task_pools/{task or 'all'}/{name}"] = float(sizes.get(task, 0))
             metrics.update(regression_metrics(tasks, self.state.task_success, self.state.task_best_success,
                                               self.config.task_pools.regression_threshold))  # fmt: skip
         metrics["train/env_steps"] = float(self.state.env_steps)
