@@ -135,7 +135,7 @@ def pools_of(sizes: dict[str, int], failures: int = 0) -> TaskPools:
         for item in range(size):
             pools.pool("success", task).add({**numbered(1000 * index + item), "images/top": np.zeros((2, 2, 3), np.uint8),
                                              "action_mask": np.ones(3, bool)}, task, rng)  # fmt: skip
-        for item in range(failures):
+        for _ in range(failures):
             pools.pool("failure", task).add({**numbered(-1), "images/top": np.zeros((2, 2, 3), np.uint8),
                                              "action_mask": np.ones(3, bool)}, task, rng)  # fmt: skip
     return pools

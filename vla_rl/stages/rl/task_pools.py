@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vla_rl.config import ConfigError
 from vla_rl.fields import check_types, require
 from vla_rl.stages.rl.rollout import Rollout, finished_episode_steps
 
@@ -58,8 +59,9 @@ class TaskPoolsConfig:
         return self.failure_capacity
 
 
-class PoolStateError(ValueError):
-    """A checkpoint's pools do not fit this run's ``trainer.task_pools``; the message says what to do."""
+class PoolStateError(ConfigError):
+    """A checkpoint's pools do not fit this run's ``trainer.task_pools``; the message says what to do (the CLI
+    reports it as a config error)."""
 
 
 class ChunkPool:

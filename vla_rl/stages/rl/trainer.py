@@ -33,7 +33,6 @@ from vla_rl.runtime import checkpoint
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.runtime.seeds import derived_seed
 from vla_rl.stages.rl import task_sampling
-from vla_rl.stages.rl.task_pools import TaskPools, regression_metrics, replay_tensors, updated_best
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
 from vla_rl.stages.rl.rollout import (
     Rollout,
@@ -43,6 +42,7 @@ from vla_rl.stages.rl.rollout import (
     rollout_profile_table,
     rows_without_episode_end,
 )
+from vla_rl.stages.rl.task_pools import TaskPools, regression_metrics, replay_tensors, updated_best
 from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.success_replay import SuccessReplay
@@ -103,8 +103,8 @@ class TrainerState:
     env_steps: int = 0
     weights_version: int = 0
     env_restarts: int = 0
-    # trainer.task_sampling=failure: each task's training success (moving average) and the last iteration's
-    # task of every env (empty otherwise)
+    # trainer.task_sampling=failure or trainer.task_pools: each task's training success (moving average);
+    # failure sampling: the last iteration's task of every env (empty otherwise)
     task_success: dict[str, float] = field(default_factory=dict)
     env_tasks: list[str] = field(default_factory=list)
     # each task's best moving average of training success so far (tracked with task_success)
