@@ -108,8 +108,10 @@ class ChunkPool:
         return slot
 
     def state_dict(self) -> dict[str, Any]:
+        """The pool; its arrays as torch tensors, which ``torch.save`` writes as raw bytes (numpy arrays would be
+        pickled, half again as large for random bytes)."""
         return {"capacity": self.capacity, "size": self.size, "seen": self.seen,
-                "arrays": {key: value[: self.size].copy() for key, value in self.arrays.items()},
+                "arrays": {key: torch.from_numpy(value[: self.size].copy()) for key, value in self.arrays.items()},
                 "instructions": list(self.instructions)}  # fmt: skip
 
     @classmethod
@@ -118,6 +120,7 @@ class ChunkPool:
         pool.size, pool.seen = int(state["size"]), int(state["seen"])
         pool.instructions = list(state["instructions"])
         for key, value in state["arrays"].items():
+            value = np.asarray(value)
             pool.arrays[key] = np.zeros((pool.capacity, *value.shape[1:]), value.dtype)
             pool.arrays[key][: pool.size] = value
         return pool
