@@ -7,7 +7,8 @@ so each of the K tasks gets the same share of the env steps, solved or not. ``fa
 success over the episodes of past iterations that began at a reset (the trainer passes
 ``rollout.episodes_from_reset``: the later episodes of a window overrepresent quick successes). A task the policy has solved keeps ``floor``'s
 share, so that fine-tuning the shared network for the others cannot make it forget that task unseen;
-every task keeps at least ``min_envs_per_task`` envs. The idea is that of prioritised level replay
+every task keeps at least ``min_envs_per_task`` envs, and a task once solved (its moving average reached
+``solved_threshold``) keeps at least the weight ``solved_floor`` from then on. The idea is that of prioritised level replay
 (Jiang et al. 2021, arXiv 2010.03934) and of the task schedules of multi-task RL, here in its simplest form.
 
 Everything here is a pure function of its arguments; the trainer keeps the state (the moving averages and
