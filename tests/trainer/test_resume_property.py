@@ -1,8 +1,9 @@
 """Resume is exact for any configuration a user can write: random configurations (drawn, seeded, from the
 experiment files and the trainer's options: several tasks, failure-rate task sampling, sparse checkpoints,
 several env workers and pipeline stages, GRPO groups and dynamic sampling, critic warm-up, in-training
-evaluation, learning-rate schedules, a KL reference) are stopped at a random iteration between two
-checkpoints, resumed, and compared with ``scripts/compare_runs.py`` to the uninterrupted run.
+evaluation, learning-rate schedules, a KL reference, task pools with the success replay and the solved floor)
+are stopped at a random iteration between two checkpoints, resumed, and compared with ``scripts/compare_runs.py``
+to the uninterrupted run.
 
 Two ways to stop a run:
 
@@ -105,6 +106,12 @@ def draw_case(seed: int, experiments: list[str]) -> ResumeCase:
                       f"algo.optim.total_steps={rng.randint(4, 12)}"]  # fmt: skip
     if rng.random() < 0.3:
         overrides.append("algo.update.kl_coef=0.01")
+    if rng.random() < 0.4:  # task pools that fill past their capacity (reservoirs), the success replay, the solved floor
+        overrides += [f"trainer.task_pools.capacity={rng.randint(1, 6)}",
+                      f"trainer.task_pools.failure_capacity={rng.randint(0, 3)}",
+                      "algo.success_replay_weight=0.5", "algo.success_replay_batch_size=2"]  # fmt: skip
+        if "trainer.task_sampling.mode=failure" in overrides:
+            overrides += ["trainer.task_sampling.solved_threshold=0.5", "trainer.task_sampling.solved_floor=0.5"]
     return ResumeCase(seed, last_values(overrides), iterations, checkpoint_every, stop_after)
 
 

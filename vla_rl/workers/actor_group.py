@@ -11,6 +11,7 @@ from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.workers.actor_worker import ActorWorker, OptimConfig, collect_rank_metrics
 from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.ppo_update import UpdateConfig
+from vla_rl.workers.success_replay import SuccessReplay
 
 
 class ActorGroup:
@@ -46,10 +47,12 @@ class ActorGroup:
         return len(self.workers)
 
     def update(
-        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True
+        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True,
+        replay: SuccessReplay | None = None,
     ) -> dict[str, float]:
         batch_ref = ray.put(batch)  # one copy in the object store, read by every rank
-        futures = [w.update.remote(batch_ref, instructions, seed, train_policy) for w in self.workers]
+        replay_ref = None if replay is None else ray.put(replay)
+        futures = [w.update.remote(batch_ref, instructions, seed, train_policy, replay_ref) for w in self.workers]
         return collect_rank_metrics(ray.get(futures))
 
     def full_weights(self, changing_only: bool = False) -> dict:

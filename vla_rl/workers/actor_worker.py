@@ -29,6 +29,7 @@ from vla_rl.runtime.distributed import (
 from vla_rl.runtime.fsdp import ShardingConfig, full_state_dict, shard_model
 from vla_rl.workers.policy_factory import PolicySpec
 from vla_rl.workers.ppo_update import UpdateConfig, UpdateContext, ppo_update
+from vla_rl.workers.success_replay import SuccessReplay
 
 CRITIC_PREFIXES = ("value_head.",)
 
@@ -156,18 +157,20 @@ class ActorWorker:
         return sum(p.numel() for p in policy.parameters())
 
     def update(
-        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True
+        self, batch: TensorDict, instructions: list[str], seed: int, train_policy: bool = True,
+        replay: SuccessReplay | None = None,
     ) -> dict[str, float]:
         """PPO/GRPO update on the whole flat batch (each rank takes its shard of every mini-batch).
 
-        ``train_policy=False`` (critic warm-up) minimises the value loss only.
+        ``train_policy=False`` (critic warm-up) minimises the value loss only. ``replay``: the success replay's
+        behaviour-cloning batches (:mod:`vla_rl.workers.success_replay`), None: none.
         """
         if hasattr(self.model, "head") and hasattr(self.model.head, "set_training_step"):
             self.model.head.set_training_step(self.training_step)
         context = UpdateContext(
             self.model, self.optimizer, self.scheduler, self.rank, self.world_size, self.reference, train_policy
         )
-        metrics = ppo_update(context, self.update_config, batch.to(self.device), instructions, seed)
+        metrics = ppo_update(context, self.update_config, batch.to(self.device), instructions, seed, replay)
         self.training_step += 1
         return metrics
 

@@ -10,6 +10,7 @@ all ranks from a seed, so no data moves between them:
             for each micro-batch of the shard (gradient accumulation):
                 gradients are reduced across ranks only on the last micro-batch
                 loss = policy loss + vf_coef * value loss - entropy bonus + kl_coef * KL
+            (with a success replay: its micro-batches' weight * behaviour-cloning loss, success_replay.py)
             clip the gradient norm, step the optimizer and the learning-rate schedule
 
 Losses are normalised by the *global* count of the mini-batch (known on every rank), and
@@ -44,6 +45,8 @@ from vla_rl.algos.losses import (
 )
 from vla_rl.fields import check_types, require
 from vla_rl.runtime.fsdp import set_gradient_sync
+from vla_rl.workers.success_replay import LOSS_KEY as REPLAY_LOSS_KEY
+from vla_rl.workers.success_replay import SuccessReplay, micro_batches, micro_seed, replay_loss
 
 TOKENS_PER_STEP_MODES = ("token-mean", "seq-mean-token-sum-norm")
 
@@ -172,9 +175,14 @@ def micro_batch_loss(
 
 
 def ppo_update(
-    context: UpdateContext, config: UpdateConfig, batch: TensorDict, instructions: list[str], seed: int
+    context: UpdateContext, config: UpdateConfig, batch: TensorDict, instructions: list[str], seed: int,
+    replay: SuccessReplay | None = None,
 ) -> dict[str, float]:
     """Run the update of the module docstring.
+
+    ``replay``: the success replay (:mod:`vla_rl.workers.success_replay`): each optimizer step also minimises
+    ``replay.weight`` times the policy's behaviour-cloning loss on that step's replay shard (not during the
+    critic warm-up); None: the update as before, to the bit.
 
     Returns this rank's metrics averaged over its mini-batches; averaging them over ranks gives the
     global figures.
@@ -193,8 +201,10 @@ def ppo_update(
             padded = pad_to_multiple(minibatch, context.world_size)
             shard = shard_for_rank(padded, context.rank, context.world_size)
             micro_batches = split_microbatches(shard, config.micro_batch_size)
+            replay_micros = _replay_micro_batches(context, config, replay, steps)
+            backward_passes = len(micro_batches) + len(replay_micros)
             for index, micro in enumerate(micro_batches):
-                set_gradient_sync(model, index == len(micro_batches) - 1)
+                set_gradient_sync(model, index == backward_passes - 1)
                 loss, metrics = micro_batch_loss(context, config, micro, instructions, normalizer, value_normalizer)
                 loss.backward()
                 for key, value in metrics.items():
@@ -202,6 +212,12 @@ def ppo_update(
                     # ranks after the world-size factor gives the sum); the rest are means, weighted by size.
                     weight = context.world_size if key.startswith("loss/") else micro.shape[0] / max(shard.shape[0], 1)
                     sums[key] += float(value) * weight
+            for index, (micro, share, first_chunk) in enumerate(replay_micros):
+                set_gradient_sync(model, len(micro_batches) + index == backward_passes - 1)
+                bc = replay_loss(model, micro, micro_seed(seed, steps, first_chunk), _device_of(model))
+                (replay.weight * share * bc).backward()
+                # the shard's mean; collect_rank_metrics averages the ranks' means: the batch's mean
+                sums[REPLAY_LOSS_KEY] += float(bc.detach()) * share
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
             )
@@ -215,3 +231,18 @@ def ppo_update(
     metrics = {key: value / max(steps, 1) for key, value in sums.items()}
     metrics["optim/lr"] = optimizer.param_groups[0]["lr"]
     return metrics
+
+
+def _replay_micro_batches(
+    context: UpdateContext, config: UpdateConfig, replay: SuccessReplay | None, step: int
+) -> list[tuple[dict, float, int]]:
+    """The success replay's micro-batches of optimizer step ``step`` on this rank (none without a replay, and
+    during the critic warm-up, which trains no policy)."""
+    if replay is None or replay.weight == 0 or not context.train_policy:
+        return []
+    shard, offset = replay.shard(step, context.rank, context.world_size)
+    return list(micro_batches(shard, config.micro_batch_size, offset))
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device

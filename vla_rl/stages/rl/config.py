@@ -17,6 +17,7 @@ from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
 from vla_rl.config import ConfigError, read_section
 from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
+from vla_rl.stages.rl.task_pools import TaskPoolsConfig
 from vla_rl.stages.rl.task_sampling import TaskSamplingConfig
 from vla_rl.workers.actor_worker import OptimConfig
 from vla_rl.workers.ppo_update import UpdateConfig
@@ -41,6 +42,10 @@ class AlgoConfig:
       pre-trained policy would otherwise feed the actor noise advantages).
     - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule
       (:class:`OptimConfig`).
+    - ``success_replay_weight``: weight of a behaviour-cloning loss (the policy's ``bc_loss``) on successful
+      chunks replayed from the tasks' success pools (``trainer.task_pools``), equal shares per task, added to
+      every optimizer step's loss (:mod:`vla_rl.workers.success_replay`); 0: off.
+    - ``success_replay_batch_size``: replayed chunks per optimizer step (a multiple of ``trainer.actor_world_size``).
     """
 
     name: str = "ppo"
@@ -56,11 +61,15 @@ class AlgoConfig:
     critic_warmup_iterations: int = 0
     update: UpdateConfig = field(default_factory=UpdateConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    success_replay_weight: float = 0.0
+    success_replay_batch_size: int = 32
 
     def __post_init__(self) -> None:
         from vla_rl.algos import ADVANTAGE_ESTIMATORS
 
         check_types(self)
+        require(self, "success_replay_weight", low=0)
+        require(self, "success_replay_batch_size", low=1)
         require(self, "name", choices=sorted(ALGORITHMS))
         require(self, "advantage_estimator", choices=sorted(ADVANTAGE_ESTIMATORS))
         require(self, "group_size", low=1)
@@ -119,6 +128,8 @@ class TrainerConfig:
       (GRPO's episodes end early, PPO's windows do not); null: no budget.
     - ``task_sampling``: how a multi-task run shares its envs among the tasks (:class:`TaskSamplingConfig`:
       "uniform", each env keeps its task; "failure", envs in proportion to each task's training failure rate).
+    - ``task_pools``: per-task pools of the chunks of successful and failed episodes (:class:`TaskPoolsConfig`:
+      their capacity; the success replay reads them), and the per-task regression metrics they come with.
     - ``dump_rollouts_every``: every this many iterations, the rollout's finished episodes to ``rollouts/`` (0 = off).
     - ``profile_iterations``: iterations to profile (torch.profiler traces of every worker group).
     - ``trackers``: any of console, jsonl, tensorboard, wandb (jsonl is always on).
@@ -150,6 +161,7 @@ class TrainerConfig:
     time_limit_minutes: float | None = None
     max_env_steps: int | None = None
     task_sampling: TaskSamplingConfig = field(default_factory=TaskSamplingConfig)
+    task_pools: TaskPoolsConfig = field(default_factory=TaskPoolsConfig)
     dump_rollouts_every: int = 0
     profile_iterations: list[int] = field(default_factory=list)
     trackers: list[str] = field(default_factory=lambda: ["console", "jsonl"])
@@ -227,7 +239,25 @@ def validate_rl_sections(cfg: DictConfig, num_tasks: int = 1) -> tuple[AlgoConfi
             f"'algo.group_size'={algo.group_size} (a GRPO group lives in one pipeline stage)"
         )
     _check_task_sampling(num_tasks, algo, trainer)
+    _check_success_replay(algo, trainer)
     return algo, trainer
+
+
+def _check_success_replay(algo: AlgoConfig, trainer: TrainerConfig) -> None:
+    """The success replay reads the success pools, and splits its chunks equally among the actor ranks."""
+    if algo.success_replay_weight == 0:
+        return
+    if not trainer.task_pools.enabled:
+        raise ConfigError(
+            f"'algo.success_replay_weight'={algo.success_replay_weight} replays the tasks' success pools, but "
+            "'trainer.task_pools.capacity'=0 keeps none: set it (e.g. trainer.task_pools.capacity=256) or set "
+            "algo.success_replay_weight=0"
+        )
+    if algo.success_replay_batch_size % trainer.actor_world_size:
+        raise ConfigError(
+            f"'algo.success_replay_batch_size'={algo.success_replay_batch_size} must be a multiple of "
+            f"'trainer.actor_world_size'={trainer.actor_world_size} (each rank replays an equal share)"
+        )
 
 
 def _check_task_sampling(num_tasks: int, algo: AlgoConfig, trainer: TrainerConfig) -> None:
@@ -235,6 +265,12 @@ def _check_task_sampling(num_tasks: int, algo: AlgoConfig, trainer: TrainerConfi
     first assignment fails after the workers have started."""
     sampling = trainer.task_sampling
     if sampling.mode != "failure":
+        if sampling.solved_floor > 0:
+            raise ConfigError(
+                f"'trainer.task_sampling.solved_floor'={sampling.solved_floor} weighs the tasks of failure-rate "
+                f"sampling, which 'trainer.task_sampling.mode'={sampling.mode!r} does not do: set mode=failure or "
+                "solved_floor=0"
+            )
         return
     units = trainer.num_envs // (algo.group_size if algo.collection.grouped_initial_states else 1)
     if num_tasks > 1 and units < sampling.min_envs_per_task * num_tasks:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,16 +72,14 @@ def episodes_from_reset(episodes: Sequence[dict[str, Any]]) -> list[dict[str, An
     return [episode for episode in episodes if episode.get("from_reset", True)]
 
 
-def episodes_with_chunks(rollout: Rollout, stage_size: int) -> list[dict[str, Any]]:
-    """The finished episodes of one collection with their chunks, env by env (batch row), in time order.
+def finished_episode_steps(rollout: Rollout, stage_size: int) -> Iterator[tuple[int, np.ndarray, dict[str, Any]]]:
+    """``(row, steps, record)`` for every finished episode of one collection, env by env (batch row), in time order.
 
     An episode is the run of valid steps (``mask``) of a batch row that ends at a step flagged ``terminated``
-    or ``truncated``; steps after the row's last end belong to an episode the rollout window cut. Its record in
-    ``rollout.episodes`` (row ``stage * stage_size + env_index``, in the order they ended) gives its length in
-    env steps, success, task and instruction. Call it before anything changes the batch's ``mask``.
-
-    Returns dicts: ``actions (C_e, H, A)`` (env units), ``rewards (C_e,)``, ``success``, ``length``, ``env`` (row),
-    ``from_reset``, ``instruction``, ``task`` (:func:`vla_rl.logging.rollout_dump.write_rollout_dump`).
+    or ``truncated``; steps after the row's last end belong to an episode the rollout window cut. ``steps``:
+    its chunk steps (indices into the row); ``record``: its entry in ``rollout.episodes`` (row
+    ``stage * stage_size + env_index``, in the order they ended), with its length in env steps, success, task
+    and instruction. Call it before anything changes the batch's ``mask``.
 
     Raises:
         RuntimeError: the batch's episode ends and the env workers' records of finished episodes disagree.
@@ -89,11 +87,9 @@ def episodes_with_chunks(rollout: Rollout, stage_size: int) -> list[dict[str, An
     batch = rollout.batch
     mask = batch["mask"].numpy()
     ends = (batch["terminated"] | batch["truncated"]).numpy() & mask
-    chunks, rewards = batch["action_chunk"].numpy(), batch["reward"].numpy()
     records: dict[int, deque] = {}
     for record in rollout.episodes:
         records.setdefault(int(record["stage"]) * stage_size + int(record["env_index"]), deque()).append(record)
-    episodes = []
     for row in range(mask.shape[0]):
         start = 0
         for end in np.flatnonzero(ends[row]):
@@ -104,15 +100,28 @@ def episodes_with_chunks(rollout: Rollout, stage_size: int) -> list[dict[str, An
             record = records[row].popleft()
             if bool(record["success"]) != bool(batch["success"][row, end]):
                 raise RuntimeError(f"batch row {row}, step {end}: the batch's success and the env's record disagree")
-            episodes.append({
-                "actions": chunks[row, steps], "rewards": rewards[row, steps], "success": bool(record["success"]),
-                "length": int(record["length"]), "env": row, "from_reset": bool(record.get("from_reset", True)),
-                "instruction": str(record["instruction"]), "task": str(record.get("task", "")),
-            })  # fmt: skip
+            yield row, steps, record
     left = {row: len(queue) for row, queue in records.items() if queue}
     if left:
         raise RuntimeError(f"finished episodes reported by the env workers but not ended in the batch (row: count): {left}")
-    return episodes
+
+
+def episodes_with_chunks(rollout: Rollout, stage_size: int) -> list[dict[str, Any]]:
+    """The finished episodes of one collection with their chunks (:func:`finished_episode_steps`).
+
+    Returns dicts: ``actions (C_e, H, A)`` (env units), ``rewards (C_e,)``, ``success``, ``length``, ``env`` (row),
+    ``from_reset``, ``instruction``, ``task`` (:func:`vla_rl.logging.rollout_dump.write_rollout_dump`).
+
+    Raises:
+        RuntimeError: the batch's episode ends and the env workers' records of finished episodes disagree.
+    """
+    chunks, rewards = rollout.batch["action_chunk"].numpy(), rollout.batch["reward"].numpy()
+    return [
+        {"actions": chunks[row, steps], "rewards": rewards[row, steps], "success": bool(record["success"]),
+         "length": int(record["length"]), "env": row, "from_reset": bool(record.get("from_reset", True)),
+         "instruction": str(record["instruction"]), "task": str(record.get("task", ""))}
+        for row, steps, record in finished_episode_steps(rollout, stage_size)
+    ]  # fmt: skip
 
 
 def rows_without_episode_end(batch: TensorDict) -> int:

@@ -7,7 +7,8 @@ so each of the K tasks gets the same share of the env steps, solved or not. ``fa
 success over the episodes of past iterations that began at a reset (the trainer passes
 ``rollout.episodes_from_reset``: the later episodes of a window overrepresent quick successes). A task the policy has solved keeps ``floor``'s
 share, so that fine-tuning the shared network for the others cannot make it forget that task unseen;
-every task keeps at least ``min_envs_per_task`` envs. The idea is that of prioritised level replay
+every task keeps at least ``min_envs_per_task`` envs, and a task once solved (its moving average reached
+``solved_threshold``) keeps at least the weight ``solved_floor`` from then on. The idea is that of prioritised level replay
 (Jiang et al. 2021, arXiv 2010.03934) and of the task schedules of multi-task RL, here in its simplest form.
 
 Everything here is a pure function of its arguments; the trainer keeps the state (the moving averages and
@@ -16,7 +17,7 @@ the last assignment) in its checkpoint, so a resumed run assigns what an uninter
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,17 @@ class TaskSamplingConfig:
     - ``floor``: the smallest weight of a task, however often it succeeds (0 < floor <= 1).
     - ``decay``: weight of the past in the moving average of a task's training success (0 <= decay < 1).
     - ``min_envs_per_task``: envs (GRPO: groups) every task keeps in every iteration.
+    - ``solved_threshold``: a task counts as solved once its moving average of training success has reached this.
+    - ``solved_floor``: the smallest weight of a solved task, from then on, however often it succeeds or fails
+      now (0: no more than ``floor``); e.g. 0.5 keeps a solved task at half the share of a task that always fails.
     """
 
     mode: str = "uniform"
     floor: float = 0.1
     decay: float = 0.8
     min_envs_per_task: int = 1
+    solved_threshold: float = 0.9
+    solved_floor: float = 0.0
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -48,6 +54,8 @@ class TaskSamplingConfig:
         require(self, "floor", low=0, high=1, low_open=True)
         require(self, "decay", low=0, high=1, high_open=True)
         require(self, "min_envs_per_task", low=0)
+        require(self, "solved_threshold", low=0, high=1, low_open=True)
+        require(self, "solved_floor", low=0, high=1)
 
 
 def updated_success(
@@ -70,9 +78,19 @@ def updated_success(
     return result
 
 
-def failure_weights(tasks: Sequence[str], success: Mapping[str, float], floor: float) -> np.ndarray:
-    """``max(1 - success, floor)`` per task, in the order of ``tasks``; a task never seen weighs 1. Shape (K,)."""
-    return np.array([max(1.0 - float(success.get(task, 0.0)), floor) for task in tasks], np.float64)
+def failure_weights(
+    tasks: Sequence[str], success: Mapping[str, float], floor: float, solved: Collection[str] = (),
+    solved_floor: float = 0.0,
+) -> np.ndarray:  # fmt: skip
+    """``max(1 - success, floor)`` per task, in the order of ``tasks``, and at least ``solved_floor`` for the tasks
+    in ``solved``; a task never seen weighs 1. Shape (K,)."""
+    return np.array([max(1.0 - float(success.get(task, 0.0)), floor, solved_floor if task in solved else 0.0)
+                     for task in tasks], np.float64)  # fmt: skip
+
+
+def solved_tasks(best_success: Mapping[str, float], threshold: float) -> set[str]:
+    """The tasks whose best moving average of training success so far has reached ``threshold``."""
+    return {task for task, best in best_success.items() if float(best) >= threshold}
 
 
 def apportion(weights: Sequence[float], total: int, minimum: int = 0) -> list[int]:
@@ -122,16 +140,17 @@ def assign_slots(previous: Sequence[str], tasks: Sequence[str], counts: Sequence
 
 def next_assignment(
     config: TaskSamplingConfig, tasks: Sequence[str], success: Mapping[str, float], previous: Sequence[str],
-    group_size: int = 1,
+    group_size: int = 1, best_success: Mapping[str, float] | None = None,
 ) -> list[str]:  # fmt: skip
     """The task of every env for the next iteration (len(previous) envs; GRPO groups of ``group_size`` envs
-    share one task, so the groups are apportioned and each group's task repeated)."""
+    share one task, so the groups are apportioned and each group's task repeated). ``best_success``: each
+    task's best moving average so far, which says the solved tasks that ``solved_floor`` holds up."""
     groups = [previous[g] for g in range(0, len(previous), group_size)]
     if config.mode == "uniform":
         per_group = groups
     else:
-        counts = apportion(
-            failure_weights(tasks, success, config.floor), len(groups), config.min_envs_per_task
-        )
+        solved = solved_tasks(best_success or {}, config.solved_threshold)
+        weights = failure_weights(tasks, success, config.floor, solved, config.solved_floor)
+        counts = apportion(weights, len(groups), config.min_envs_per_task)
         per_group = assign_slots(groups, tasks, counts)
     return [task for task in per_group for _ in range(group_size)]

@@ -42,10 +42,15 @@ from vla_rl.stages.rl.rollout import (
     rollout_profile_table,
     rows_without_episode_end,
 )
+from vla_rl.stages.rl.task_pools import TaskPools, regression_metrics, replay_tensors, updated_best
 from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
+from vla_rl.workers.success_replay import SuccessReplay
 
 logger = logging.getLogger(__name__)
+
+#: The task pools of a checkpoint (trainer.task_pools), beside trainer_state.pt.
+POOLS_FILE = "task_pools.pt"
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -98,10 +103,12 @@ class TrainerState:
     env_steps: int = 0
     weights_version: int = 0
     env_restarts: int = 0
-    # trainer.task_sampling=failure: each task's training success (moving average) and the last iteration's
-    # task of every env (empty otherwise)
+    # trainer.task_sampling=failure or trainer.task_pools: each task's training success (moving average);
+    # failure sampling: the last iteration's task of every env (empty otherwise)
     task_success: dict[str, float] = field(default_factory=dict)
     env_tasks: list[str] = field(default_factory=list)
+    # each task's best moving average of training success so far (tracked with task_success)
+    task_best_success: dict[str, float] = field(default_factory=dict)
 
 
 class Trainer:
@@ -118,6 +125,8 @@ class Trainer:
         self.checkpoint_root = self.run_dir / "checkpoints"
         self.dumper = RolloutDumper(self.run_dir, trainer.dump_rollouts_every)
         self.state = TrainerState()
+        # trainer.task_pools: the chunks of successful and failed episodes per task (saved with each checkpoint)
+        self.pools = TaskPools(trainer.task_pools, derived_seed(seed, "task_pools")) if trainer.task_pools.enabled else None
         self.synced_version = -1
         self.timing_rows: list[dict[str, float]] = []
         self._warned_window = False
@@ -163,14 +172,16 @@ class Trainer:
             if batch is not None:  # None: every group was filtered out (all succeeded or all failed)
                 with timer.phase("update"):
                     train_policy = iteration >= self.algo.critic_warmup_iterations
+                    replay = self.success_replay(iteration) if train_policy else None
                     update_metrics = self.actors.update(
-                        batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy
+                        batch, rollout.instructions, derived_seed(self.seed, iteration, "update"), train_policy,
+                        **({} if replay is None else {"replay": replay}),
                     )
                 check_finite_update(iteration, update_metrics)
                 self.state.weights_version += 1
             self.state.env_steps += rollout.env_steps
             self.state.iteration += 1
-            if self.samples_tasks:
+            if self.tracks_tasks:
                 self.update_task_success(rollout.episodes)
             eval_metrics = {}
             if self.config.eval_every and self.state.iteration % self.config.eval_every == 0:
@@ -249,6 +260,8 @@ class Trainer:
                 (profile_folder / "rollout_profile.md").write_text(rollout_profile_table(profile))
             if self.dumper.due(iteration + 1):
                 dumped.extend(episodes_with_chunks(rollout, self.collector.env_group.stage_size))
+            if self.pools is not None:
+                self.pools.add_rollout(rollout, self.collector.env_group.stage_size, iteration)
             return rollout
 
         if not algo.dynamic_sampling:
@@ -283,6 +296,25 @@ class Trainer:
         self.state.task_success = task_sampling.updated_success(
             self.state.task_success, episodes_from_reset(episodes), self.config.task_sampling.decay
         )
+        self.state.task_best_success = updated_best(self.state.task_best_success, self.state.task_success)
+
+    @property
+    def tracks_tasks(self) -> bool:
+        """Whether this run keeps each task's moving average of training success: for failure-rate sampling, or
+        for the regression metrics that come with the task pools."""
+        return self.samples_tasks or self.pools is not None
+
+    def success_replay(self, iteration: int) -> SuccessReplay | None:
+        """The success replay of this iteration's update (``algo.success_replay_weight``): one batch of chunks from
+        the success pools per optimizer step, drawn from a generator derived from the run seed and the iteration;
+        None when the replay is off or no task has succeeded yet."""
+        if self.pools is None or self.algo.success_replay_weight == 0:
+            return None
+        update = self.algo.update
+        rng = np.random.default_rng(derived_seed(self.seed, iteration, "success_replay"))
+        batches = self.pools.sample_replay(self.algo.success_replay_batch_size, update.epochs * update.num_minibatches,
+                                           rng)  # fmt: skip
+        return None if batches is None else SuccessReplay(self.algo.success_replay_weight, replay_tensors(batches))
 
     @property
     def samples_tasks(self) -> bool:
@@ -300,7 +332,7 @@ class Trainer:
         previous = self.state.env_tasks or self.collector.initial_env_tasks(group_size)
         self.state.env_tasks = task_sampling.next_assignment(
             self.config.task_sampling, [str(t) for t in self.collector.tasks], self.state.task_success, previous,
-            group_size,
+            group_size, self.state.task_best_success,
         )  # fmt: skip
         return self.state.env_tasks
 
@@ -353,6 +385,8 @@ class Trainer:
         self.actors.save(str(folder))
         self.state.env_restarts = self.collector.env_group.restarts
         torch.save(vars(self.state), folder / "trainer_state.pt")
+        if self.pools is not None:
+            torch.save(self.pools.state_dict(), folder / POOLS_FILE)
         if self.export_fn is not None:
             self.export_fn(self.actors.full_weights(), folder / "policy")
         return checkpoint.finalize(self.checkpoint_root, iteration, self.config.keep_last)
@@ -388,9 +422,25 @@ class Trainer:
                                folder, reason, aside.name, fallback.name)  # fmt: skip
                 continue
             self.state, self.synced_version = state, -1
+            self._resume_pools(folder)
             self.tracker.rewind(state.iteration)
             logger.info("resumed from %s at iteration %d", folder, state.iteration)
             return
+
+    def _resume_pools(self, folder: Path) -> None:
+        """The task pools as ``folder`` saved them (they start empty if it has none: a run that had no pools).
+
+        Raises:
+            PoolStateError: the checkpoint's pools have other capacities than ``trainer.task_pools``.
+        """
+        if self.pools is None:
+            return
+        path = folder / POOLS_FILE
+        if not path.is_file():
+            logger.warning("checkpoint %s holds no task pools (written without trainer.task_pools); they start empty",
+                           folder)  # fmt: skip
+            return
+        self.pools.load_state_dict(torch.load(path, weights_only=False), str(path))
 
     def log(self, iteration: int, rollout: Rollout, train: dict, evaluation: dict, timer: PhaseTimer) -> None:
         episodes = episodes_from_reset(rollout.episodes)  # the fair sample: success rates, returns, lengths
@@ -409,6 +459,14 @@ class Trainer:
                 metrics[f"task_sampling/{task}/envs"] = float(self.state.env_tasks.count(task))
                 if task in self.state.task_success:
                     metrics[f"task_sampling/{task}/success_average"] = self.state.task_success[task]
+        if self.pools is not None:  # what each task's pools hold, and how far each task lies below its best
+            tasks = [str(task) for task in self.collector.tasks if task]
+            for outcome, name in (("success", "successes"), ("failure", "failures")):
+                sizes = self.pools.sizes(outcome)
+                for task in sorted(set(tasks) | set(sizes)):
+                    metrics[f"task_pools/{task or 'all'}/{name}"] = float(sizes.get(task, 0))
+            metrics.update(regression_metrics(tasks, self.state.task_success, self.state.task_best_success,
+                                              self.config.task_pools.regression_threshold))  # fmt: skip
         metrics["train/env_steps"] = float(self.state.env_steps)
         metrics["train/env_restarts"] = float(self.collector.env_group.restarts)
         total = sum(timer.seconds.values())
