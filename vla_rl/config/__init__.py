@@ -330,6 +330,7 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
 
     from envs.registry import import_object
     from policies.factory import resolve_factory_path
+    from vla_rl.workers.policy_factory import check_chunk_size
 
     factory = str(policy_cfg.get("factory"))
     try:
@@ -340,13 +341,15 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
     except (ImportError, AttributeError, ValueError) as error:
         raise ConfigError(f"'policy.factory'={factory!r}: {error}; give a module:function import path") from None
     check = getattr(importlib.import_module(factory.partition(":")[0]), "validate_policy_config", None)
-    if check is not None:
-        config = OmegaConf.to_container(policy_cfg, resolve=True)
-        config.pop("factory")
-        try:
+    config = OmegaConf.to_container(policy_cfg, resolve=True)
+    config.pop("factory")
+    try:
+        if check is not None:
             check(config)
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"'policy': {error}") from None
+        check_chunk_size(config, factory)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        raise ConfigError(message if message.startswith("'policy.") else f"'policy': {message}") from None
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:
