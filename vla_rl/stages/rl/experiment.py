@@ -322,19 +322,20 @@ class PeriodicEvaluation:
     def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
                  tracker: Any, episodes_per_task: int):  # fmt: skip
         from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.stages.evaluation.from_config import video_settings
+        from vla_rl.stages.evaluation.from_config import read_eval_section, video_settings
 
+        config = read_eval_section(cfg)
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
         # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
         self.settings = EvalSettings(episodes_per_task=episodes_per_task, seed=int(cfg.seed), split="dev",
-                                     protocol=str(cfg.eval.protocol), video=video_settings(cfg.eval))
+                                     protocol=config.protocol, video=video_settings(config.video))
         self.run_record = Path(str(cfg.run_dir)) / "run.json"
-        self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
+        self.envs = make_eval_envs(env_name, kwargs, self.tasks, config.num_envs, config.num_workers,
                                    seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
         self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
-                         "num_envs": self.envs.num_envs, "num_workers": int(cfg.eval.num_workers)}  # fmt: skip
-        self.deterministic = bool(cfg.eval.deterministic)
+                         "num_envs": self.envs.num_envs, "num_workers": config.num_workers}  # fmt: skip
+        self.deterministic = config.deterministic
 
     def __call__(self, weights: dict, iteration: int) -> dict[str, float]:
         from vla_rl.stages.evaluation import PolicyActionSource, evaluate_and_report
