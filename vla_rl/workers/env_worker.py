@@ -58,8 +58,8 @@ def limit_software_render_threads() -> None:
     """Give Mesa's llvmpipe (CPU rendering) as many threads as this worker has CPUs, unless the user chose.
 
     llvmpipe starts one rendering thread per core by default; on a small machine those threads
-    compete with the rollout worker's inference and the pipeline stages stop overlapping (on 2 cores a
-    2-stage rollout took 1.6x as long). Ray sets ``OMP_NUM_THREADS`` to the actor's CPU count. GPU EGL
+    compete with the rollout worker's inference and the pipeline stages stop overlapping (a 2-stage
+    rollout on 2 cores slows down markedly). Ray sets ``OMP_NUM_THREADS`` to the actor's CPU count. GPU EGL
     ignores the variable; images do not depend on it. Must run before the first GL context exists.
     """
     os.environ.setdefault("LP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
