@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vla_rl.fields import read_dataclass
+from contract.config_reader import read_dataclass
 
 
 @dataclass

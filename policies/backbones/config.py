@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.config_reader import read_dataclass
 from policies.config import (
     ActionChunkConfig,
     HeadConfig,
@@ -15,7 +16,6 @@ from policies.config import (
     StateConfig,
     ValueConfig,
 )
-from vla_rl.fields import read_dataclass
 
 TRAIN_MODES = ("frozen", "lora", "full")
 POOLING = ("mean", "last")

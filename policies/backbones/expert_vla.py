@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from contract.config_reader import read_dataclass
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.value import ValueHead
-from vla_rl.fields import read_dataclass
 
 
 class ExpertVelocity(nn.Module):

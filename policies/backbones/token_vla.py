@@ -42,12 +42,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contract.config_reader import read_dataclass
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.tokens import ID_PLACEMENTS, ActionTokenizer
 from policies.value import ValueHead
-from vla_rl.fields import read_dataclass
 
 DECODINGS = ("parallel", "autoregressive")
 #: Action normalisations that map the data into the tokenizer's [-1, 1].

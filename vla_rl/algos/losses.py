@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from contract.config_reader import check_types, require
 from vla_rl.algos.aggregation import LOSS_AGGREGATIONS, aggregate_loss
 from vla_rl.algos.masked import expand_trailing, masked_mean
-from vla_rl.fields import check_types, require
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from contract.config_reader import check_types, require
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
 from vla_rl.config import env_kwargs, read_section, resolve_tasks
-from vla_rl.fields import check_types, require
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 from vla_rl.stages.sft.target_frames import collect_target_frames
 from vla_rl.workers.chunked_envs import check_env_output

@@ -1,20 +1,21 @@
 """Building a policy in any worker process from plain, picklable data.
 
 Workers never import a concrete policy class (nor the policies package): they call the factory named by
-its import path (``factory``, default ``policies.vla:build_policy``, resolved with the standard
-``pkgutil.resolve_name``) with the policy config dict, the env's I/O spec (a dict) and the dataset
+its import path (``factory``, default ``policies.vla:build_policy``, resolved with
+:func:`contract.import_path.import_object`) with the policy config dict, the env's I/O spec (a dict) and the dataset
 statistics.
 """
 
 from __future__ import annotations
 
-import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+
+from contract.import_path import import_object
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 #: Where a built policy records the factory that built it (``policies.factory.FACTORY_ATTRIBUTE``), so that
@@ -65,7 +66,7 @@ class PolicySpec:
 
     def build(self, device: torch.device | str = "cpu") -> nn.Module:
         torch.manual_seed(self.seed)
-        policy = pkgutil.resolve_name(self.factory)(self.config, self.io_spec, self.stats)
+        policy = import_object(self.factory, "policy factory")(self.config, self.io_spec, self.stats)
         if not isinstance(policy, nn.Module):
             raise TypeError(f"policy factory {self.factory!r} returned {type(policy).__name__}; it must return a "
                             "torch nn.Module")  # fmt: skip

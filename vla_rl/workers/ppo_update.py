@@ -31,6 +31,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from contract.config_reader import require
 from policies.heads.base import LogProbGranularity, reduce_log_prob
 from vla_rl.algos.batch import minibatch_indices, pad_to_multiple, shard_for_rank, split_microbatches
 from vla_rl.algos.kl import KL_ESTIMATORS, kl_loss
@@ -41,7 +42,6 @@ from vla_rl.algos.losses import (
     get_policy_loss,
     value_loss,
 )
-from vla_rl.fields import require
 from vla_rl.runtime.fsdp import set_gradient_sync
 
 TOKENS_PER_STEP_MODES = ("token-mean", "seq-mean-token-sum-norm")

@@ -1,0 +1,9 @@
+"""The contract between the core (``vla_rl``), the envs (``envs``) and the policies (``policies``).
+
+All three depend on this package and it depends on none of them (``tests/core/test_dependency_rule.py``):
+
+- :mod:`contract.config_reader`: the one reader of config sections into config dataclasses, with the type and
+  range checks their ``__post_init__`` use;
+- :mod:`contract.import_path`: the one resolver of ``"package.module:attribute"`` import paths (env, policy,
+  expert and tracker factories).
+"""
