@@ -23,7 +23,7 @@ FORBIDDEN = {"contract": {"envs", "policies", "vla_rl"}, "envs": {"policies", "v
 #: reduce_log_prob) is the policy protocol the update reads; VLM pretraining and the backbone benchmark still
 #: use the core's learning-rate schedule and weight sync (issue #49: they leave policies/).
 ALLOWED = {("vla_rl/workers/ppo_update.py", "policies.heads.base"),
-           ("policies/backbones/pretrain.py", "vla_rl.algos.schedules"),
+           ("policies/backbones/pretrain.py", "vla_rl.algos.lr_schedules"),
            ("policies/backbones/benchmark.py", "vla_rl.workers.weight_sync")}  # fmt: skip
 
 

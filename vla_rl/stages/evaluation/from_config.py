@@ -10,7 +10,7 @@ from envs.registry import resolve
 from vla_rl.config import env_kwargs, read_section, remote_env_config, resolve_tasks
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
-from vla_rl.stages.evaluation.actors import (
+from vla_rl.stages.evaluation.action_sources import (
     ExpertActionSource,
     PolicyActionSource,
     load_policy_for_eval,

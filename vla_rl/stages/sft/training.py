@@ -45,7 +45,7 @@ import torch
 from tqdm import tqdm
 
 from contract.import_path import import_object
-from vla_rl.algos.schedules import warmup_cosine_factor
+from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.runtime.device import resolve_device
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.sft.batches import (
