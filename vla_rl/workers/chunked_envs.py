@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from contract.import_path import import_object
+from contract.vec_env import VecEnv
 from vla_rl.runtime.profiling import PhaseTimer
 from vla_rl.runtime.seeds import derived_seed
 
@@ -97,8 +98,9 @@ class ChunkResult:
     finished_episodes: list[dict[str, Any]] = field(default_factory=list)  # return, length, success, task
 
 
-class ChunkedEnvs:
-    """``num_envs`` envs in this process, stepped one action chunk at a time."""
+class ChunkedEnvs(VecEnv):
+    """``num_envs`` envs in this process, stepped one action chunk at a time (:class:`contract.vec_env.VecEnv`;
+    :meth:`step` steps at once, :meth:`step_async` only records the chunks for :meth:`step_wait`)."""
 
     def __init__(
         self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True,

@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from contract.vec_env import VecEnv
+
 CHECKPOINT_PATTERN = re.compile(r"^iter_(\d+)$")
 EXPORTED_FILES = ("config.json", "model.safetensors")
 
@@ -51,7 +53,7 @@ class PolicyActionSource:
         self.name = name
         self.generator = None
 
-    def prepare(self, envs: Any) -> None:
+    def prepare(self, envs: VecEnv) -> None:
         pass
 
     def seed_round(self, seed: int) -> None:
@@ -64,7 +66,7 @@ class PolicyActionSource:
 
         self.generator = torch.Generator().manual_seed(int(seed))
 
-    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
+    def next_chunks(self, envs: VecEnv, observation: dict[str, Any]) -> np.ndarray:
         actions, _ = self.policy.act(observation, deterministic=self.deterministic, generator=self.generator)
         if hasattr(actions, "detach"):
             actions = actions.detach().float().cpu().numpy()
@@ -86,13 +88,13 @@ class ExpertActionSource:
         self.seed = seed
         self.name = "expert"
 
-    def prepare(self, envs: Any) -> None:
+    def prepare(self, envs: VecEnv) -> None:
         envs.env_method("use_experts", self.noise_std, self.seed)
 
     def seed_round(self, seed: int) -> None:
         """The experts' noise is seeded where the envs live (:meth:`prepare`)."""
 
-    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
+    def next_chunks(self, envs: VecEnv, observation: dict[str, Any]) -> np.ndarray:
         return envs.env_method("expert_action_chunks")
 
 
