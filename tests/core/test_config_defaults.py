@@ -121,3 +121,16 @@ def test_the_run_reads_chunk_size_once_from_the_policy_section():
 def build_any_policy(config, io_spec, stats):
     """A policy factory without ``validate_policy_config`` (only its import path is checked)."""
     raise AssertionError("not built by the config check")
+
+
+def test_no_product_code_reads_a_section_raw_with_a_default_of_its_own():
+    """A knob's default lives in its dataclass only: no ``cfg.trainer.get("x", default)``-style reads of the typed
+    sections, and no second default for ``chunk_size`` (the core reads ``PolicySpec.chunk_size``)."""
+    import re
+
+    raw = re.compile(r"\bcfg\.(algo|trainer|sft|collect|eval|record)\.get\(|\.get\(\s*[\"']chunk_size[\"']\s*,")
+    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+             for package in ("vla_rl", "contract", "policies", "envs", "scripts")
+             for path in sorted((REPO_ROOT / package).rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1) if raw.search(line)]  # fmt: skip
+    assert not found, found

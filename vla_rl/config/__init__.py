@@ -372,7 +372,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     Raises:
         ConfigError: an SFT stage and ``trainer.init_policy`` both say where RL starts.
     """
-    init_policy = cfg.trainer.get("init_policy") if "trainer" in cfg else None
+    init_policy = cfg.trainer.init_policy if "trainer" in cfg else None
     stages = list(cfg.experiment.stages) if "experiment" in cfg else []
     if init_policy and "sft" in stages and "rl" in stages:
         kept = [stage for stage in stages if stage not in ("collect", "sft")]
