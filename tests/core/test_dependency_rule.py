@@ -86,3 +86,13 @@ def test_an_env_worker_builds_its_envs_with_the_factory_it_is_given():
         assert worker.reset(0)["state"].shape == (2, 2)
     finally:
         worker.close()
+
+
+def test_no_script_or_package_reaches_into_the_tests():
+    """The product runs without tests/: no script or package imports a test module or puts tests/ on the path."""
+    test_modules = {p.stem for p in (REPO_ROOT / "tests").rglob("*.py")} | {"tests", "conftest"}
+    files = [p for folder in (*PACKAGES, "scripts") for p in sorted((REPO_ROOT / folder).rglob("*.py"))]
+    found = sorted((str(path.relative_to(REPO_ROOT)), module) for path in files for module in imported_modules(path)
+                   if module.split(".")[0] in test_modules)  # fmt: skip
+    assert not found, found
+    assert not [path for path in files if '"tests"' in path.read_text() and "sys.path" in path.read_text()]
