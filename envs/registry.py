@@ -11,7 +11,7 @@ editing this repository, either by registering it::
 by giving the factory's import path wherever a name is expected
 (``env.id=my_pkg.my_env:make`` in a config or on the command line,
 ``vla-rl envs check my_pkg.my_env:make``), or by installing a package that declares the factory as an
-entry point of the group ``vla_rl.envs`` (:mod:`vla_rl.plugins`)::
+entry point of the group ``vla_rl.envs`` (:mod:`contract.plugins`)::
 
     [project.entry-points."vla_rl.envs"]
     my_robot = "my_pkg.my_env:make"    # make.tasks names the tasks; make.benchmark, make.expert optional
@@ -19,12 +19,14 @@ entry point of the group ``vla_rl.envs`` (:mod:`vla_rl.plugins`)::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+
+from contract.import_path import import_object
+from contract.plugins import ENV_GROUP, installed_plugins
 
 
 class UnknownEnvError(KeyError):
@@ -63,24 +65,6 @@ class EnvEntry:
 _REGISTRY: dict[str, EnvEntry] = {}
 #: Env plug-ins whose entry point could not be loaded: name -> why (reported when the name is used).
 _BROKEN_PLUGINS: dict[str, str] = {}
-
-
-def import_object(path: str) -> Any:
-    """Import ``"package.module:attribute"`` and return the attribute."""
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"import path {path!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ImportError(
-            f"cannot import module {module_name!r} of factory {path!r}: {error}. "
-            "Is the package installed (pip install -e .) or on PYTHONPATH?"
-        ) from error
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ImportError(f"module {module_name!r} has no attribute {attribute!r} (from {path!r})") from None
 
 
 def register(
@@ -181,8 +165,6 @@ def _register_plugins() -> None:
     if _PLUGINS_REGISTERED:
         return
     _PLUGINS_REGISTERED = True
-    from vla_rl.plugins import ENV_GROUP, installed_plugins
-
     for plugin in installed_plugins(ENV_GROUP):
         where = f"entry point {plugin.name} = {plugin.value!r} of package {plugin.source}"
         try:

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vla_rl.fields import read_dataclass
+from contract.config_reader import read_dataclass
 
 
 @dataclass
@@ -137,7 +137,21 @@ class NormalizationConfig:
 
 
 @dataclass
-class PolicyConfig:
+class ActionChunkConfig:
+    """What the config of every built-in policy starts with: ``chunk_size``, the actions ``H`` one call returns
+    (``act`` gives ``(B, H, A)``). Its default is written here only; the driver reads the value once, into
+    :class:`vla_rl.workers.policy_factory.PolicySpec` (``spec.chunk_size``)."""
+
+    chunk_size: int = 4
+
+    def __post_init__(self) -> None:
+        value = self.chunk_size
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"chunk_size={value!r} must be a positive integer")
+
+
+@dataclass
+class PolicyConfig(ActionChunkConfig):
     """The whole policy. ``embedding_dim`` is the size of the fused observation embedding.
 
     ``rl_vision`` adds features that only RL trains; the head's RL policy and the critic read them next to
@@ -152,7 +166,6 @@ class PolicyConfig:
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 256
-    chunk_size: int = 4
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -3,7 +3,7 @@
 A policy factory is any function ``make(config: dict, io_spec: dict, stats: dict | None) -> nn.Module``,
 named by ``"package.module:function"`` in ``policy.factory``, or by the name of an installed plug-in that
 declares it as an entry point of the group ``vla_rl.policies`` (``policy.factory=my_policy``; see
-:mod:`vla_rl.plugins` and ``vla-rl policies list``). The built-in policies go through the same
+:mod:`contract.plugins` and ``vla-rl policies list``). The built-in policies go through the same
 path (``policies.vla:build_policy``, ``policies.backbones.vlm_policy:build_policy``). The module may define
 ``validate_policy_config(config: dict)`` that raises ``ValueError`` naming a bad key; the driver calls it
 before any work.
@@ -34,12 +34,14 @@ The critic's parameters live under ``value_head.`` (the optimizer gives them ``o
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from torch import nn
+
+from contract.import_path import import_object
+from contract.plugins import POLICY_GROUP, installed_plugins
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 #: The attribute that records on a built policy the import path of the factory that built it.
@@ -55,8 +57,6 @@ def resolve_factory_path(path: str) -> str:
     path = str(path)
     if ":" in path:
         return path
-    from vla_rl.plugins import POLICY_GROUP, installed_plugins
-
     plugins = {plugin.name: plugin for plugin in installed_plugins(POLICY_GROUP)}
     if path in plugins:
         return plugins[path].value
@@ -73,19 +73,9 @@ def import_factory(path: str) -> Callable[..., nn.Module]:
         ImportError: the module or the function does not exist (the message says which).
     """
     path = resolve_factory_path(path)
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"policy factory {path!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ImportError(
-            f"cannot import module {module_name!r} of policy factory {path!r}: {error}. "
-            "Is the package installed (pip install -e .) or on PYTHONPATH?"
-        ) from error
-    factory = getattr(module, attribute, None)
+    factory = import_object(path, "policy factory")
     if not callable(factory):
-        raise ImportError(f"module {module_name!r} has no function {attribute!r} (policy factory {path!r})")
+        raise ImportError(f"policy factory {path!r} is a {type(factory).__name__}, not a function")
     return factory
 
 

@@ -298,7 +298,6 @@ def validate_policy_config(config: Mapping[str, Any]) -> None:
 
     policy_config = PolicyConfig.from_dict(dict(config))
     head_config(policy_config.head.name, **policy_config.head.options)
-    for name in ("embedding_dim", "chunk_size"):
-        value = getattr(policy_config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive integer")
+    value = policy_config.embedding_dim  # chunk_size: checked by ActionChunkConfig
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"embedding_dim={value!r} must be a positive integer")

@@ -35,7 +35,8 @@ from sklearn.linear_model import RidgeCV
 from torch import nn
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
-from envs.registry import import_object, make
+from contract.import_path import import_object
+from envs.registry import make
 from policies.encoders.pixels import pooled_pixels
 from policies.hub import load_pretrained
 from vla_rl.stages.sft.target_frames import target_reader

@@ -24,7 +24,7 @@ import torch
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import make
-from vla_rl.stages.evaluation.actors import load_policy_for_eval
+from vla_rl.stages.evaluation.action_sources import load_policy_for_eval
 
 CLOSE_HEIGHT = 0.05  # m: a close above this is not a grasp attempt
 FIRST_SEED = 2000  # env seeds FIRST_SEED, FIRST_SEED + 1, ...: apart from the evaluation's

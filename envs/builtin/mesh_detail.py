@@ -1,8 +1,8 @@
 """Coarser meshes for camera images: a copy of a model whose meshes have fewer triangles.
 
 On CPU (Mesa's llvmpipe) a small image costs about as much as the triangles it draws, whatever its
-size: MetaWorld's Sawyer arm has 67k mesh triangles and a 64 px image of it took 10-12 ms, of which
-the primitive geoms (table, objects) took under 1 ms. At 64 px one pixel spans about a centimetre
+size: MetaWorld's Sawyer arm has tens of thousands of mesh triangles, which cost far more to draw than the
+primitive geoms (table, objects; timings: docs/results.md). At 64 px one pixel spans about a centimetre
 of the scene, so detail finer than that is never seen.
 
 :func:`coarsened_copy` clusters each mesh's vertices on a grid of ``cell`` metres (mesh frame) and

@@ -1,22 +1,19 @@
 """Offscreen camera rendering for the tabletop env (one GL context per env, created on first use).
 
-On CPU (Mesa's llvmpipe) a 64 px image of this scene costs 0.2-0.5 ms, nearly all of it drawing
-the geoms (the cost hardly changes between 32 and 64 px). Two things here keep the rest small,
-without changing a pixel:
+On CPU (Mesa's llvmpipe) a small image of this scene costs nearly all its time drawing the geoms (the cost
+hardly changes between 32 and 64 px). Two things here keep the rest small, without changing a pixel:
 
 - ``LP_NUM_THREADS=0`` (unless already set) before the first context of the process: llvmpipe
   rasterises in 64x64 tiles, one thread per tile, so a 64 px image is one tile and its worker threads
-  only add hand-offs, which cost most on a busy machine (env workers and a learner sharing two cores).
-  Measured while the machine was busy (load 3-4): 217-233 us of rendering per env step with images at
-  chunk ends, against 331-754 us with llvmpipe's default threads. The variable is read once per
-  process, so it also holds for other renderers there; set it yourself to keep the threads (e.g. for
+  only add hand-offs, which cost most on a busy machine (env workers and a learner sharing two cores;
+  timings: docs/results.md). The variable is read once per process, so it also holds for other renderers there; set it yourself to keep the threads (e.g. for
   large video frames).
 - The scene update, render and read-back called directly on a cached ``MjvCamera`` per camera, as
   ``mujoco.Renderer`` does (same context, buffer and options, so the same pixels), without its
   per-call camera lookup and flag copies.
 
 With ``quality="fast"`` the GL context is made without a shadow map (MuJoCo's default is a 4096 x 4096
-depth texture, 64 MiB of the 136 MiB a MetaWorld context took here) and with an offscreen buffer of the
+depth texture, most of a MetaWorld context's memory) and with an offscreen buffer of the
 image's size instead of the model's (MetaWorld's 640 x 480): shadows are off, the images read only the
 image's rectangle, so the pixels are the same.
 

@@ -120,7 +120,7 @@ class TabletopScene:
         """Whether either finger is in contact with the block of ``color``."""
         block = self.block_geoms[self.block_index(color)]
         left, right = self.finger_geoms
-        # the geom pairs of the active contacts as plain ints: iterating MjContact structs costs ~100 us
+        # the geom pairs of the active contacts as plain ints: iterating MjContact structs is far slower
         for geom1, geom2 in self.data.contact.geom.tolist():
             if (geom1 == block and (geom2 == left or geom2 == right)) or (
                 geom2 == block and (geom1 == left or geom1 == right)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from contract.import_path import import_object
+
 
 def _tabletop_experts() -> dict[str, Any]:
     from envs.experts.tabletop import TABLETOP_EXPERTS
@@ -54,9 +56,7 @@ def _factory_expert(factory: Callable[..., Any] | None) -> Callable[..., Any] | 
     expert = getattr(factory, "expert", None)
     if expert is None or callable(expert):
         return expert
-    from envs.registry import import_object
-
-    return import_object(expert)
+    return import_object(expert, "expert")
 
 
 def _factory_of(env_id: str) -> Callable[..., Any] | None:

@@ -128,7 +128,7 @@ class LiberoEnv(WrappedSimulatorEnv):
         )
         inner = self._inner.env
         # Nothing reads robosuite's observables (the state and images are read here), yet robosuite visits
-        # each of them after every physics substep: without them a step is the same, 0.5-1 ms quicker.
+        # each of them after every physics substep: without them a step is the same, only quicker.
         inner._observables = {}
         self._inner.reset()
         self.task = task

@@ -93,8 +93,8 @@ _CACHED_CLASSES: dict[str, type] = {}
 def _compiled_once(self: Any) -> tuple[mujoco.MjModel, mujoco.MjData]:
     """gymnasium's ``MujocoEnv._initialize_simulation`` with each XML compiled once per process.
 
-    Compiling a MetaWorld scene (its STL meshes) took 1-3 s here, a deep copy of the compiled model
-    1 ms; a copy is the model a fresh compile gives, and every env owns its copy (episodes move bodies
+    Compiling a MetaWorld scene (its STL meshes) takes seconds, a deep copy of the compiled model far less;
+    a copy is the model a fresh compile gives, and every env owns its copy (episodes move bodies
     and sites in the model).
     """
     if self.fullpath not in _COMPILED:

@@ -9,7 +9,7 @@ task). What it does beyond a thin wrapper, and why (see ``docs/platform.md``):
   :class:`envs.builtin.rendering.CameraRenderer` (``mujoco.Renderer``) on the robosuite model:
   shadows, reflections and multisampling off by default (``render_quality="fast"``), the geoms
   outside each camera's view left out (``skip_unseen``, :mod:`envs.builtin.view_culling`: the same
-  pixels; Lift's 64 px images took 40-50% less CPU time, full meshes), the GL
+  pixels, at a fraction of the CPU time), the GL
   context made current before every render (so several envs in one process each render their own
   scene), and images come out upright (robosuite's come out upside down).
 - Seeding: robosuite draws object placements and the robot's initial joint noise from one

@@ -7,8 +7,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.config import HeadConfig, NormalizationConfig, RLVisionConfig, StateConfig, ValueConfig
-from vla_rl.fields import read_dataclass
+from contract.config_reader import read_dataclass
+from policies.config import (
+    ActionChunkConfig,
+    HeadConfig,
+    NormalizationConfig,
+    RLVisionConfig,
+    StateConfig,
+    ValueConfig,
+)
 
 TRAIN_MODES = ("frozen", "lora", "full")
 POOLING = ("mean", "last")
@@ -51,7 +58,7 @@ class VLMBackboneConfig:
 
 
 @dataclass
-class VLMPolicyConfig:
+class VLMPolicyConfig(ActionChunkConfig):
     """The VLM-backbone policy: ``backbone`` encodes cameras and instruction; ``embedding_dim`` is the size of the
     projected embedding the head and critic read."""
 
@@ -62,7 +69,6 @@ class VLMPolicyConfig:
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 128
-    chunk_size: int = 4
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from contract.config_reader import read_dataclass
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
-from policies.config import NormalizationConfig, ValueConfig
+from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.value import ValueHead
-from vla_rl.fields import read_dataclass
 
 
 class ExpertVelocity(nn.Module):
@@ -73,7 +73,7 @@ class ExpertFlowHead(FlowHead):
 
 
 @dataclass
-class ExpertVLAConfig:
+class ExpertVLAConfig(ActionChunkConfig):
     """The action-expert VLA: the backbone, the expert, the flow chain (``FlowHeadConfig`` options except the compact
     denoiser's size), the critic, normalisation, chunk size, and whether the state enters (one expert token)."""
 
@@ -83,12 +83,10 @@ class ExpertVLAConfig:
     value: ValueConfig = field(default_factory=ValueConfig)
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
-    chunk_size: int = 4
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.flow_config()
-        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
-            raise ValueError(f"chunk_size={self.chunk_size!r} must be a positive integer")
 
     def flow_config(self) -> FlowHeadConfig:
         """The flow chain's options; an unknown one is a ValueError that lists the valid ones."""

@@ -47,7 +47,7 @@ from torch import nn
 from policies.backbones.architectures import architecture_for
 from policies.backbones.hf_vlm import _quiet_transformers, camera_pixels
 from policies.backbones.tiny import IMAGE_TOKEN_ID, make_tokenizer, tiny_config, vocabulary
-from vla_rl.algos.schedules import warmup_cosine_factor
+from vla_rl.algos.lr_schedules import warmup_cosine_factor
 
 IMAGE_MEAN = (0.5, 0.5, 0.5)
 IMAGE_STD = (0.5, 0.5, 0.5)

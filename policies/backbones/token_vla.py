@@ -42,12 +42,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contract.config_reader import read_dataclass
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
-from policies.config import NormalizationConfig, ValueConfig
+from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.tokens import ID_PLACEMENTS, ActionTokenizer
 from policies.value import ValueHead
-from vla_rl.fields import read_dataclass
 
 DECODINGS = ("parallel", "autoregressive")
 #: Action normalisations that map the data into the tokenizer's [-1, 1].
@@ -83,7 +83,7 @@ class ActionTokensConfig:
 
 
 @dataclass
-class TokenVLAConfig:
+class TokenVLAConfig(ActionChunkConfig):
     """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, and whether the
     state enters the prefix (one token)."""
 
@@ -92,16 +92,14 @@ class TokenVLAConfig:
     value: ValueConfig = field(default_factory=ValueConfig)
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
-    chunk_size: int = 4
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.normalization.action not in BOUNDED_MODES:
             raise ValueError(
                 f"normalization.action={self.normalization.action!r}: action tokens bin [-1, 1], so the action "
                 f"normalisation must map the data there; use one of {', '.join(BOUNDED_MODES)}"
             )
-        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
-            raise ValueError(f"chunk_size={self.chunk_size!r} must be a positive integer")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

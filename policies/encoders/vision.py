@@ -6,10 +6,8 @@ that the encoder does not use.
 
 The default backbone is a narrow timm ``resnet10t`` (channels 16-32-64-128, stem width 16)
 with ``GroupNorm1`` instead of BatchNorm: batch statistics would make the log-probability
-of an action depend on the rest of the batch (PPO recomputes it on other mini-batches).
-Measured on the project's 2-core CPU (``python -m policies.benchmark``, median of 10-20 calls):
-352k parameters with FiLM (317k without), two 64x64 cameras at batch 32 (64 images):
-about 12-15 ms forward and 40-43 ms forward+backward (resnet18 at 96 px: 113 / 321 ms for 32 images).
+of an action depend on the rest of the batch (PPO recomputes it on other mini-batches). It is small
+enough for RL on a CPU; ``python -m policies.benchmark`` times it against others (docs/results.md).
 
 ViT backbones need their image geometry in ``backbone_kwargs`` (e.g. ``{"img_size": 64,
 "patch_size": 8}``); FiLM then goes into every transformer block.

@@ -34,7 +34,7 @@ from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
 from policies.heads.common import check_chunks, check_embedding, masked_mean
 from policies.heads.denoiser import ChunkDenoiser
 from policies.heads.flow_kernels import NoiseStdNetwork, flow_sde_step_moments
-from policies.heads.schedules import LinearSchedule
+from policies.heads.noise_schedules import LinearSchedule
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from contract.config_reader import FieldError
 from vla_rl.algos.algorithms import (
     ALGORITHMS,
     CONTINUING,
@@ -11,7 +12,6 @@ from vla_rl.algos.algorithms import (
     get_algorithm,
     register_algorithm,
 )
-from vla_rl.fields import FieldError
 from vla_rl.stages.rl.config import AlgoConfig
 
 

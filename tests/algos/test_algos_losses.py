@@ -112,6 +112,18 @@ def test_log_ratio_clamp_keeps_the_loss_finite():
     assert log_prob.grad.item() == 0.0
 
 
+@pytest.mark.parametrize("field", ["clip_low", "clip_high", "log_ratio_clamp"])
+def test_the_loss_and_the_update_refuse_the_same_clip_values(field):
+    """One range per knob: a zero clip (no ratio may move) is refused by the loss's config and by the update's
+    config that extends it (``algo.update``), with the same message."""
+    from vla_rl.workers.ppo_update import UpdateConfig
+
+    for cls in (PolicyLossConfig, UpdateConfig):
+        with pytest.raises(ValueError, match=f"^{field}=0.0: must be > 0$"):
+            cls(**{field: 0.0})
+    assert UpdateConfig(clip_low=0.1).clip_low == PolicyLossConfig(clip_low=0.1).clip_low == 0.1
+
+
 def test_vanilla_loss_gradient_is_minus_advantage_at_ratio_one():
     log_prob = torch.tensor([-1.0, -2.0, -0.5], requires_grad=True)
     advantages = torch.tensor([1.0, -2.0, 0.5])
@@ -120,7 +132,7 @@ def test_vanilla_loss_gradient_is_minus_advantage_at_ratio_one():
 
 
 def test_policy_loss_config_and_registry_errors():
-    with pytest.raises(ValueError, match="dual_clip_c=1.0 must be > 1"):
+    with pytest.raises(ValueError, match="dual_clip_c=1.0: must be > 1"):
         PolicyLossConfig(dual_clip_c=1.0)
     with pytest.raises(ValueError, match="unknown policy loss 'ppo'; valid names: ppo_clip, vanilla"):
         get_policy_loss("ppo")

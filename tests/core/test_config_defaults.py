@@ -85,3 +85,52 @@ def test_every_policy_field_is_in_the_composed_config_and_overridable_without_a_
 def test_the_actors_take_torch_threads_unless_given_their_own():
     assert TrainerConfig(torch_threads=3).actor_threads == 3
     assert TrainerConfig(torch_threads=1, actor_torch_threads=2).actor_threads == 2
+
+
+def test_chunk_size_has_one_default_and_one_check_for_every_built_in_policy():
+    from policies.backbones.config import VLMPolicyConfig
+    from policies.backbones.expert_vla import ExpertVLAConfig
+    from policies.backbones.token_vla import TokenVLAConfig
+    from policies.config import ActionChunkConfig
+
+    default = ActionChunkConfig().chunk_size
+    for cls in (PolicyConfig, VLMPolicyConfig, TokenVLAConfig, ExpertVLAConfig):
+        assert issubclass(cls, ActionChunkConfig)
+        assert next(f for f in dataclasses.fields(cls) if f.name == "chunk_size").default == default
+        assert "chunk_size" not in cls.__dict__.get("__annotations__", {}), f"{cls.__name__} writes chunk_size again"
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match=f"^chunk_size={bad!r} must be a positive integer$"):
+            PolicyConfig(chunk_size=bad)
+
+
+def test_the_run_reads_chunk_size_once_from_the_policy_section():
+    from vla_rl.config import ConfigError
+    from vla_rl.workers.policy_factory import PolicySpec
+
+    cfg = load_config(["policy.chunk_size=3"])
+    config = {key: value for key, value in dict(cfg.policy).items() if key != "factory"}
+    assert PolicySpec(config, {}, None, str(cfg.policy.factory)).chunk_size == 3
+    without = {key: value for key, value in config.items() if key != "chunk_size"}
+    with pytest.raises(ValueError, match=r"^'policy.chunk_size'=None: every policy config holds chunk_size"):
+        PolicySpec(without, {}, None)
+    # a factory of one's own whose yaml forgets chunk_size: refused before any work, not read as some default
+    with pytest.raises(ConfigError, match=r"^'policy.chunk_size'=None: every policy config holds chunk_size"):
+        load_config(["~policy.chunk_size", f"policy.factory={__name__}:build_any_policy"])
+
+
+def build_any_policy(config, io_spec, stats):
+    """A policy factory without ``validate_policy_config`` (only its import path is checked)."""
+    raise AssertionError("not built by the config check")
+
+
+def test_no_product_code_reads_a_section_raw_with_a_default_of_its_own():
+    """A knob's default lives in its dataclass only: no ``cfg.trainer.get("x", default)``-style reads of the typed
+    sections, and no second default for ``chunk_size`` (the core reads ``PolicySpec.chunk_size``)."""
+    import re
+
+    raw = re.compile(r"\bcfg\.(algo|trainer|sft|collect|eval|record)\.get\(|\.get\(\s*[\"']chunk_size[\"']\s*,")
+    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+             for package in ("vla_rl", "contract", "policies", "envs", "scripts")
+             for path in sorted((REPO_ROOT / package).rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1) if raw.search(line)]  # fmt: skip
+    assert not found, found

@@ -116,3 +116,20 @@ def test_the_config_check_itself_refuses_values_that_cannot_train(override, good
         load_config(["experiment=default", override])
     assert message in str(refused.value)
     assert load_config(["experiment=default", good]).algo  # the same key with a good value passes
+
+
+def test_a_section_read_into_its_dataclass_holds_the_annotated_types():
+    """yaml's ``0`` for a float field arrives as ``0.0`` (its readers need no casts); ints, bools and optional
+    floats keep what they are, and a wrong type is still refused."""
+    from vla_rl.config import ConfigError, load_config, read_section
+    from vla_rl.stages.collect import CollectConfig
+    from vla_rl.stages.evaluation.config import EvalConfig
+
+    cfg = load_config(["collect.noise_std=0", "collect.valid_fraction=0", "eval.expert_noise_std=1"])
+    collect = read_section(cfg, "collect", CollectConfig)
+    assert (collect.noise_std, collect.valid_fraction, collect.seed) == (0.0, 0.0, 0)
+    assert [type(v) for v in (collect.noise_std, collect.valid_fraction, collect.seed, collect.keep_failed)] == [
+        float, float, int, bool]
+    assert type(read_section(cfg, "eval", EvalConfig).expert_noise_std) is float
+    with pytest.raises(ConfigError, match=r"^'collect.noise_std'=True: must be float$"):
+        load_config(["collect.noise_std=true"])

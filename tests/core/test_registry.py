@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from contract.import_path import import_object
 from envs import registry
-from envs.registry import UnknownEnvError, import_object, make, register, resolve
+from envs.registry import UnknownEnvError, make, register, resolve
 
 
 def test_factory_by_import_path_builds_the_users_env():

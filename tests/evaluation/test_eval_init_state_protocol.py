@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vla_rl.fields import FieldError
+from contract.config_reader import FieldError
 from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.evaluation.metrics import wilson_interval
 from vla_rl.stages.evaluation.report import suite_summaries

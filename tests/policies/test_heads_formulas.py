@@ -10,7 +10,7 @@ from diffusers import DDIMScheduler, DDPMScheduler
 
 from policies.heads import build_head
 from policies.heads.gaussian import tanh_log_abs_det_jacobian
-from policies.heads.schedules import LinearSchedule
+from policies.heads.noise_schedules import LinearSchedule
 
 TINY = {"hidden_dim": 32, "num_blocks": 2, "time_embedding_dim": 16}
 

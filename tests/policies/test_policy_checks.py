@@ -34,5 +34,5 @@ def test_a_folder_saved_before_factories_loads_as_the_default_policy(tmp_path):
 def test_a_bad_factory_is_named():
     with pytest.raises(ValueError, match="must look like 'package.module:function'"):
         import_factory("policies.vla.build_policy")
-    with pytest.raises(ImportError, match="has no function 'nope'"):
+    with pytest.raises(ImportError, match="has no attribute 'nope'"):
         import_factory("policies.vla:nope")

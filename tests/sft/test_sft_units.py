@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from vla_rl.algos.schedules import warmup_cosine_factor
+from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.cli import main
 from vla_rl.stages.sft.batches import collate_chunks, ordered_batches, shuffled_batches
 from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations

@@ -14,8 +14,8 @@ import pytest
 import torch
 from tiny_training import TINY_TRAINING
 
+from contract.config_reader import FieldError, read_dataclass
 from vla_rl.config import load_config
-from vla_rl.fields import FieldError, read_dataclass
 from vla_rl.stages.rl.experiment import rl_run
 from vla_rl.stages.rl.task_sampling import (
     TaskSamplingConfig,

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from vla_rl.algos.aggregation import aggregate_loss
+from contract.config_reader import check_types, require
+from vla_rl.algos.aggregation import LOSS_AGGREGATIONS, aggregate_loss
 from vla_rl.algos.masked import expand_trailing, masked_mean
 
 
@@ -25,12 +26,12 @@ from vla_rl.algos.masked import expand_trailing, masked_mean
 class PolicyLossConfig:
     """Hyper-parameters of the policy losses.
 
-    - ``clip_low`` (0.2): the ratio is clipped below at ``1 - clip_low``.
-    - ``clip_high`` (0.28; None = same as ``clip_low``): clipped above at ``1 + clip_high``; a larger value
+    - ``clip_low`` (0.2, > 0): the ratio is clipped below at ``1 - clip_low``.
+    - ``clip_high`` (0.28, > 0; None = same as ``clip_low``): clipped above at ``1 + clip_high``; a larger value
       than ``clip_low`` is DAPO's clip-higher (Yu et al., 2025), which keeps exploration.
     - ``dual_clip_c`` (3.0; None disables): dual-clip PPO (Ye et al., 2020): for negative advantages
       the loss is capped at ``-c * A``, so a huge ratio cannot blow the update up. Must be > 1.
-    - ``log_ratio_clamp`` (20.0): ``log_prob - old_log_prob`` is clamped to ``[-x, x]`` before ``exp``
+    - ``log_ratio_clamp`` (20.0, > 0): ``log_prob - old_log_prob`` is clamped to ``[-x, x]`` before ``exp``
       (long chunks sum many per-dimension log-probs; this keeps the ratio finite). No gradient flows
       through a clamped entry.
     - ``aggregation`` ("token-mean"): see :mod:`vla_rl.algos.aggregation`.
@@ -43,10 +44,17 @@ class PolicyLossConfig:
     aggregation: str = "token-mean"
 
     def __post_init__(self) -> None:
-        if self.clip_low < 0 or (self.clip_high is not None and self.clip_high < 0):
-            raise ValueError(f"clip_low={self.clip_low} and clip_high={self.clip_high} must be >= 0")
-        if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
-            raise ValueError(f"dual_clip_c={self.dual_clip_c} must be > 1 (typical: 3.0), or None to disable")
+        """Types and ranges of every field (a subclass's too, by annotation); the ranges of the loss's own
+        fields are checked here only, also where a subclass (the update's config) extends them.
+
+        Raises:
+            FieldError: the first wrong field, e.g. ``clip_low=-0.1: must be > 0``.
+        """
+        check_types(self)
+        for name in ("clip_low", "clip_high", "log_ratio_clamp"):
+            require(self, name, low=0, low_open=True)
+        require(self, "dual_clip_c", low=1, low_open=True)
+        require(self, "aggregation", choices=sorted(LOSS_AGGREGATIONS))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from vla_rl.benchmarks.setup import BenchSetup, bench_setup
+from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
 
 
 @dataclass
@@ -78,7 +78,7 @@ class AlignmentSettings:
             )
 
 
-def configured_minibatch_size(setup: BenchSetup) -> int:
+def configured_minibatch_size(setup: RLRunPlan) -> int:
     """Chunks per PPO mini-batch: the rollout's chunks per iteration over ``algo.update.num_minibatches``."""
     trainer = setup.trainer
     chunks = (
@@ -87,7 +87,7 @@ def configured_minibatch_size(setup: BenchSetup) -> int:
     return max(2, chunks // setup.algo.update.num_minibatches)
 
 
-def policy_with_weights(setup: BenchSetup, folder: str | None) -> torch.nn.Module:
+def policy_with_weights(setup: RLRunPlan, folder: str | None) -> torch.nn.Module:
     """The config's policy; with ``folder`` (a ``save_pretrained`` folder), its weights and statistics loaded into it.
 
     The config's head settings apply (e.g. Flow-Noise's std network on a Flow-SDE SFT flow): parameters the folder
@@ -117,7 +117,7 @@ def policy_with_weights(setup: BenchSetup, folder: str | None) -> torch.nn.Modul
 
 @torch.no_grad()
 def encode_contexts(
-    policy: torch.nn.Module, setup: BenchSetup, count: int
+    policy: torch.nn.Module, setup: RLRunPlan, count: int
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Embeddings ``(N, D)`` and RL-only features ``(N, F)`` or None of the env's first observations."""
     from envs.registry import make
@@ -286,7 +286,7 @@ def run_alignment_benchmark(
         raise ValueError(
             f"bench alignment: --policy {policy_folder!r} is not a save_pretrained folder (no config.json)"
         )
-    setup = bench_setup(cfg)
+    setup = plan_rl_run(cfg)
     policy = policy_with_weights(setup, policy_folder)
     embedding, features = encode_contexts(policy, setup, settings.num_contexts)
     minibatch = settings.minibatch_size or configured_minibatch_size(setup)

@@ -25,9 +25,10 @@ import ray
 from omegaconf import DictConfig
 
 from vla_rl.benchmarks.compare import spread
-from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
+from vla_rl.benchmarks.setup import fits_at_once, timed
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.runtime.seeds import derived_seed
+from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
 from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.rollout_worker import RolloutWorker
@@ -95,7 +96,7 @@ def profile_summary(profile: dict) -> dict[str, float]:
     return summary
 
 
-def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_worker: Any, repeats: int,
+def measure_stage_count(setup: RLRunPlan, env_group: EnvWorkerGroup, rollout_worker: Any, repeats: int,
                         min_seconds: float = MIN_SECONDS_PER_FIGURE) -> dict:  # fmt: skip
     """Raw and rollout env steps/s of ``env_group`` (one split of the run's envs into stages).
 
@@ -108,7 +109,7 @@ def measure_stage_count(setup: BenchSetup, env_group: EnvWorkerGroup, rollout_wo
     num_steps, collection, group_size = setup.trainer.rollout_steps, setup.algo.collection, setup.algo.group_size
 
     def raw(round_index: int) -> int:
-        return random_action_steps(env_group, num_steps, setup.chunk_size, low, high, setup.seed, round_index)
+        return random_action_steps(env_group, num_steps, setup.policy_spec.chunk_size, low, high, setup.seed, round_index)
 
     def rollout(round_index: int) -> int:
         return collector.collect(num_steps, setup.seed, round_index, collection, group_size).env_steps
@@ -136,7 +137,7 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
     """Measure raw and rollout throughput for each of ``stage_counts``; see the module docstring."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
-    setup = bench_setup(cfg)
+    setup = plan_rl_run(cfg)
     for num_stages in stage_counts:
         setup.env_config(num_stages)  # fail early on an uneven split
     trainer = setup.trainer
@@ -180,7 +181,7 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
         "num_env_workers": trainer.num_env_workers,
         "num_envs": trainer.num_envs,
         "rollout_steps": trainer.rollout_steps,
-        "chunk_size": setup.chunk_size,
+        "chunk_size": setup.policy_spec.chunk_size,
         "repeats": repeats,
         "min_seconds_per_figure": min_seconds,
         "stages": per_stage_count,

@@ -18,14 +18,15 @@ from omegaconf import DictConfig
 from tensordict import TensorDict
 
 from envs.registry import make
-from vla_rl.benchmarks.setup import BenchSetup, bench_setup, fits_at_once, timed
+from vla_rl.benchmarks.setup import fits_at_once, timed
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
 from vla_rl.stages.rl.rollout import NOT_EXTRAS
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 
 
-def real_batch(setup: BenchSetup) -> tuple[TensorDict, list[str]]:
+def real_batch(setup: RLRunPlan) -> tuple[TensorDict, list[str]]:
     """``trainer.num_envs x trainer.rollout_steps`` steps ``[B]`` of real envs acted on by the real policy.
 
     Runs in this process (envs and policy, no workers to start). Observations, actions' extras and
@@ -73,7 +74,7 @@ def real_batch(setup: BenchSetup) -> tuple[TensorDict, list[str]]:
     return batch, instructions
 
 
-def start_actor_group(setup: BenchSetup, world_size: int) -> ActorGroup:
+def start_actor_group(setup: RLRunPlan, world_size: int) -> ActorGroup:
     trainer, algo = setup.trainer, setup.algo
     device = None if trainer.device == "auto" else trainer.device
     return ActorGroup(
@@ -99,7 +100,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
     """Measure PPO updates of the same real batch at each of ``world_sizes``; see the module docstring."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
-    setup = bench_setup(cfg)
+    setup = plan_rl_run(cfg)
     trainer = setup.trainer
     init_ray(trainer.ray_num_cpus or None, trainer.ray_address)
     start_together = fits_at_once(sum(n * trainer.actor_cpus for n in world_sizes))

@@ -8,29 +8,12 @@ from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from envs.registry import resolve
-    from vla_rl.config import env_kwargs, load_config, resolve_tasks
-    from vla_rl.stages.collect import collect_demonstrations
+    from vla_rl.config import load_config
+    from vla_rl.stages.collect import collect_from_config
 
     cfg = load_config(args.overrides)
-    entry, _ = resolve(cfg.env.id)
-    tasks = resolve_tasks(cfg.env, entry.tasks)
     with recording(args, cfg, "collect") as record:
-        result = collect_demonstrations(
-            env_id=str(cfg.env.id),
-            tasks=tasks,
-            env_kwargs=env_kwargs(cfg.env),
-            output=cfg.collect.output,
-            episodes_per_task=cfg.collect.episodes_per_task,
-            noise_std=float(cfg.collect.noise_std),
-            keep_failed=bool(cfg.collect.keep_failed),
-            max_attempts_per_episode=int(cfg.collect.max_attempts_per_episode),
-            valid_fraction=float(cfg.collect.valid_fraction),
-            seed=int(cfg.collect.seed),
-            target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
-            dataset_format=str(cfg.collect.format),
-            video_codec=str(cfg.collect.video_codec),
-        )
+        result = collect_from_config(cfg)
         record.add_output("demonstrations", result.dataset_path)
         record.add_output("statistics", result.stats_path)
     print(f"demonstrations: {result.dataset_path}")

@@ -78,6 +78,6 @@ def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
         "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
     }  # fmt: skip
     if command == "train" and "rl" in stages:
-        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.get("eval_every"),
-                                "episodes_per_task": cfg.trainer.get("eval_episodes_per_task")}  # fmt: skip
+        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.eval_every,
+                                "episodes_per_task": cfg.trainer.eval_episodes_per_task}  # fmt: skip
     return protocol

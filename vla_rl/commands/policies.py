@@ -59,8 +59,8 @@ def cmd_policies_check(args: argparse.Namespace) -> int:
 
 def cmd_policies_list(args: argparse.Namespace) -> int:
     """The policy configs (``policy=NAME``) with the folder each comes from, and the installed policy plug-ins."""
+    from contract.plugins import POLICY_GROUP, installed_plugins, plugin_config_dirs
     from vla_rl.config import config_dir, extra_config_dirs
-    from vla_rl.plugins import POLICY_GROUP, installed_plugins, plugin_config_dirs
 
     plugged = {folder: plugin.source for folder, plugin in plugin_config_dirs()}
     print("policy configs (policy=NAME):")

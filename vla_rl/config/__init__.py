@@ -5,7 +5,7 @@ The configs live in ``configs/`` at the repository root (groups ``env``, ``polic
 describes (``algo``, ``trainer``, ``sft``) take their defaults from it (:mod:`vla_rl.config.defaults`),
 and the yaml files only override them. Folders of your
 own (``--config-dir DIR`` on the command line, ``VLA_RL_CONFIG_PATH=DIR1:DIR2``), then the folders
-that installed plug-ins ship (entry points ``vla_rl.configs``, :mod:`vla_rl.plugins`) are searched
+that installed plug-ins ship (entry points ``vla_rl.configs``, :mod:`contract.plugins`) are searched
 after it, so that ``DIR/env/my_env.yaml`` is ``env=my_env`` and ``DIR/experiment/x.yaml`` is
 ``experiment=x``. Commands compose them with command-line overrides (``env.tasks=[lift] seed=3``)
 and get an ``omegaconf.DictConfig`` in struct mode. Every error a user can make (an unknown key,
@@ -55,7 +55,7 @@ def extra_config_dirs() -> list[Path]:
     Raises:
         ConfigError: a folder does not exist, or a plug-in's config entry point is broken.
     """
-    from vla_rl.plugins import PluginError, plugin_config_dirs
+    from contract.plugins import PluginError, plugin_config_dirs
 
     variable = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_PATH_VARIABLE, "").split(os.pathsep) if p]
     sources = [(f, "--config-dir") for f in _command_line_dirs] + [(f, CONFIG_PATH_VARIABLE) for f in variable]
@@ -274,12 +274,12 @@ def compose_without(overrides: Sequence[str], dropped: str) -> DictConfig:
 
 
 def read_section(cfg: DictConfig, key: str, cls: type) -> Any:
-    """The config section ``key`` as a ``cls`` dataclass (:func:`vla_rl.fields.read_dataclass`).
+    """The config section ``key`` as a ``cls`` dataclass (:func:`contract.config_reader.read_dataclass`).
 
     Raises:
         ConfigError: the section is missing, or the first unknown key or wrong value, named in full.
     """
-    from vla_rl.fields import FieldError, read_dataclass
+    from contract.config_reader import FieldError, read_dataclass
 
     if key not in cfg:
         raise ConfigError(f"config lacks the section '{key}'")
@@ -328,30 +328,33 @@ def validate_policy_section(policy_cfg: DictConfig) -> None:
     ``policy.factory`` is replaced by the import path it declares, so that every later stage imports that."""
     import importlib
 
-    from envs.registry import import_object
+    from contract.import_path import import_object
     from policies.factory import resolve_factory_path
+    from vla_rl.workers.policy_factory import check_chunk_size
 
     factory = str(policy_cfg.get("factory"))
     try:
         factory = resolve_factory_path(factory)
         if factory != policy_cfg.get("factory"):
             policy_cfg.factory = factory
-        import_object(factory)
+        import_object(factory, "policy factory")
     except (ImportError, AttributeError, ValueError) as error:
         raise ConfigError(f"'policy.factory'={factory!r}: {error}; give a module:function import path") from None
     check = getattr(importlib.import_module(factory.partition(":")[0]), "validate_policy_config", None)
-    if check is not None:
-        config = OmegaConf.to_container(policy_cfg, resolve=True)
-        config.pop("factory")
-        try:
+    config = OmegaConf.to_container(policy_cfg, resolve=True)
+    config.pop("factory")
+    try:
+        if check is not None:
             check(config)
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"'policy': {error}") from None
+        check_chunk_size(config, factory)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        raise ConfigError(message if message.startswith("'policy.") else f"'policy': {message}") from None
 
 
 def validate_sft_config(sft_cfg: DictConfig) -> None:
     """The ``sft`` section: ``dataset``, ``output`` and the fields of ``vla_rl.stages.sft.config.SFTConfig``."""
-    from vla_rl.fields import FieldError
+    from contract.config_reader import FieldError
     from vla_rl.stages.sft.config import SECTION_PATH_KEYS, read_sft_section
 
     for key in SECTION_PATH_KEYS:
@@ -369,7 +372,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     Raises:
         ConfigError: an SFT stage and ``trainer.init_policy`` both say where RL starts.
     """
-    init_policy = cfg.trainer.get("init_policy") if "trainer" in cfg else None
+    init_policy = cfg.trainer.init_policy if "trainer" in cfg else None
     stages = list(cfg.experiment.stages) if "experiment" in cfg else []
     if init_policy and "sft" in stages and "rl" in stages:
         kept = [stage for stage in stages if stage not in ("collect", "sft")]

@@ -8,10 +8,11 @@ so a new one adds a file, not a branch.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from contract.import_path import import_object
 
 
 @runtime_checkable
@@ -91,7 +92,6 @@ def make_trackers(
     ordered = ["jsonl"] + [name for name in dict.fromkeys(names) if name != "jsonl"]
     trackers = []
     for name in ordered:
-        module_name, _, attribute = TRACKERS[name].partition(":")
-        factory = getattr(importlib.import_module(module_name), attribute)
+        factory = import_object(TRACKERS[name], "tracker")
         trackers.append(factory(run_dir, config_dict or {}, project=project, **options))
     return CompositeTracker(trackers)

@@ -25,7 +25,7 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 
-from vla_rl.fields import check_types, require
+from contract.config_reader import check_types, require
 
 # Methods of the policy protocol and of action heads that run the module's computation besides
 # ``forward``: FSDP must gather the parameters around them too.

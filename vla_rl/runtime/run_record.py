@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from vla_rl.fields import check_types
+from contract.config_reader import check_types
 
 RECORD_FILE = "run.json"
 SCHEMA = "vla-rl/run-record"

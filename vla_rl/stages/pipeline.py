@@ -33,19 +33,9 @@ logger = logging.getLogger(__name__)
 
 
 def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from envs.registry import resolve
-    from vla_rl.config import env_kwargs, resolve_tasks
-    from vla_rl.stages.collect import collect_demonstrations
+    from vla_rl.stages.collect import collect_from_config
 
-    output = Path(cfg.collect.output)
-    entry, _ = resolve(str(cfg.env.id))
-    result = collect_demonstrations(
-        str(cfg.env.id), resolve_tasks(cfg.env, entry.tasks), env_kwargs(cfg.env), output,
-        cfg.collect.episodes_per_task, float(cfg.collect.noise_std), bool(cfg.collect.keep_failed),
-        int(cfg.collect.max_attempts_per_episode), float(cfg.collect.valid_fraction), int(cfg.collect.seed),
-        target_frames_per_task=int(cfg.collect.get("target_frames_per_task", 0)),
-        dataset_format=str(cfg.collect.format), video_codec=str(cfg.collect.video_codec),
-    )  # fmt: skip
+    result = collect_from_config(cfg)
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "
           f"{result.dataset_path}" + (f"; target frames in {result.target_frames_path}" if result.target_frames_path else ""))

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from vla_rl.algos.schedules import warmup_cosine_factor
-from vla_rl.fields import FieldError, check_types, require
+from contract.config_reader import FieldError, check_types, require
+from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.runtime.checkpoint import load_sharded, save_sharded
 from vla_rl.runtime.device import resolve_device
 from vla_rl.runtime.distributed import (

@@ -20,7 +20,6 @@ the same episodes whatever ran in these processes before (a resumed run's fresh 
 from __future__ import annotations
 
 import math
-import pkgutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from contract.import_path import import_object
+from contract.vec_env import VecEnv
 from vla_rl.runtime.profiling import PhaseTimer
 from vla_rl.runtime.seeds import derived_seed
 
@@ -97,8 +98,9 @@ class ChunkResult:
     finished_episodes: list[dict[str, Any]] = field(default_factory=list)  # return, length, success, task
 
 
-class ChunkedEnvs:
-    """``num_envs`` envs in this process, stepped one action chunk at a time."""
+class ChunkedEnvs(VecEnv):
+    """``num_envs`` envs in this process, stepped one action chunk at a time (:class:`contract.vec_env.VecEnv`;
+    :meth:`step` steps at once, :meth:`step_async` only records the chunks for :meth:`step_wait`)."""
 
     def __init__(
         self, make_env: Callable[[int], gym.Env], num_envs: int, base_seed: int = 0, auto_reset: bool = True,
@@ -329,7 +331,7 @@ class ChunkedEnvs:
         """
         if self._expert_options is None:
             raise RuntimeError("call use_experts() before expert_action_chunks()")
-        get_expert = pkgutil.resolve_name(self.expert_factory)
+        get_expert = import_object(self.expert_factory, "expert factory")
         action_dim = self.envs[0].action_space.shape[0]
         chunks = np.zeros((self.num_envs, 1, action_dim), np.float32)
         for index in np.flatnonzero(self.active):

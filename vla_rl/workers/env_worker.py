@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import pkgutil
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from contract.import_path import import_object
 from vla_rl.runtime.profiling import PhaseTimer, SpanTrace
 from vla_rl.workers.chunked_envs import ENV_FACTORY, EXPERT_FACTORY, ChunkedEnvs, ChunkResult, Observation
 
@@ -58,8 +58,8 @@ def limit_software_render_threads() -> None:
     """Give Mesa's llvmpipe (CPU rendering) as many threads as this worker has CPUs, unless the user chose.
 
     llvmpipe starts one rendering thread per core by default; on a small machine those threads
-    compete with the rollout worker's inference and the pipeline stages stop overlapping (on 2 cores a
-    2-stage rollout took 1.6x as long). Ray sets ``OMP_NUM_THREADS`` to the actor's CPU count. GPU EGL
+    compete with the rollout worker's inference and the pipeline stages stop overlapping (a 2-stage
+    rollout on 2 cores slows down markedly). Ray sets ``OMP_NUM_THREADS`` to the actor's CPU count. GPU EGL
     ignores the variable; images do not depend on it. Must run before the first GL context exists.
     """
     os.environ.setdefault("LP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
@@ -67,7 +67,7 @@ def limit_software_render_threads() -> None:
 
 def env_maker(env_factory: str, options: dict[str, Any] | None = None) -> Any:
     """``make(env_id, **kwargs)``: the factory at the import path ``env_factory``, with ``options`` bound to it."""
-    make = pkgutil.resolve_name(env_factory)
+    make = import_object(env_factory, "env factory")
     return functools.partial(make, **options) if options else make
 
 

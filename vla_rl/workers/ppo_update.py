@@ -32,8 +32,8 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+from contract.config_reader import require
 from policies.heads.base import LogProbGranularity, reduce_log_prob
-from vla_rl.algos.aggregation import LOSS_AGGREGATIONS
 from vla_rl.algos.batch import minibatch_indices, pad_to_multiple, shard_for_rank, split_microbatches
 from vla_rl.algos.kl import KL_ESTIMATORS, kl_loss
 from vla_rl.algos.losses import (
@@ -43,7 +43,6 @@ from vla_rl.algos.losses import (
     get_policy_loss,
     value_loss,
 )
-from vla_rl.fields import check_types, require
 from vla_rl.runtime.fsdp import set_gradient_sync
 from vla_rl.workers.success_replay import LOSS_KEY as REPLAY_LOSS_KEY
 from vla_rl.workers.success_replay import SuccessReplay, micro_batches, micro_seed, replay_loss
@@ -82,16 +81,14 @@ class UpdateConfig(PolicyLossConfig):
     max_grad_norm: float = 1.0
 
     def __post_init__(self) -> None:
-        check_types(self)
+        super().__post_init__()  # the types of every field, and the ranges of the policy loss's own
         for name in ("epochs", "num_minibatches", "micro_batch_size"):
             require(self, name, low=1)
         require(self, "policy_loss", choices=sorted(POLICY_LOSSES))
-        require(self, "aggregation", choices=sorted(LOSS_AGGREGATIONS))
         require(self, "log_prob_granularity", choices=typing.get_args(LogProbGranularity))
         require(self, "kl_estimator", choices=sorted(KL_ESTIMATORS))
-        for name in ("clip_low", "clip_high", "log_ratio_clamp", "value_clip", "value_huber_delta", "max_grad_norm"):
+        for name in ("value_clip", "value_huber_delta", "max_grad_norm"):
             require(self, name, low=0, low_open=True)
-        require(self, "dual_clip_c", low=1, low_open=True)
         for name in ("vf_coef", "entropy_coef", "kl_coef"):
             require(self, name, low=0)
 

@@ -1,7 +1,7 @@
 """Evaluation: seeded episodes per task, success rates with Wilson intervals, videos, eval_info.json."""
 
-from vla_rl.stages.evaluation.actors import (
-    Actor,
+from vla_rl.stages.evaluation.action_sources import (
+    ActingPolicy,
     ExpertActionSource,
     PolicyActionSource,
     PolicyLoadError,
@@ -20,7 +20,7 @@ from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings, run_eva
 from vla_rl.stages.evaluation.session import evaluate_and_report, log_eval_to_trackers
 
 __all__ = [
-    "Actor",
+    "ActingPolicy",
     "EvalInfoError",
     "EvalSettings",
     "ExpertActionSource",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vla_rl.fields import FieldError, check_types, require
+from contract.config_reader import FieldError, check_types, require
 from vla_rl.stages.evaluation.metrics import EVAL_SPLITS
 
 #: ``eval.protocol`` values (see :class:`EvalConfig`).

@@ -1,8 +1,8 @@
 """Where evaluation envs live: in this process, or in Ray env workers.
 
-Both backends offer the vectorised-env interface of :class:`~vla_rl.workers.chunked_envs.ChunkedEnvs`
-that the evaluation uses: ``num_envs``, ``env_spec()``, ``reset(seeds, tasks=...)``, ``step(chunks)``,
-``env_method(name, *args, indices=...)`` (experts, video capture, deactivating envs) and ``close``.
+Both backends are a :class:`contract.vec_env.VecEnv`, the interface the evaluation uses: ``num_envs``,
+``env_spec()``, ``reset(seeds, tasks=...)``, ``step(chunks)``, ``env_method(name, *args, indices=...)`` (experts,
+video capture, deactivating envs), ``get_attr`` and ``close``.
 In-process, that is a ``ChunkedEnvs`` itself; across workers,
 :class:`WorkerGroupEvalEnvs` binds one stage of an :class:`~vla_rl.workers.env_group.EnvWorkerGroup`.
 Episodes run one per env per round (``auto_reset=False``).
@@ -11,22 +11,27 @@ Episodes run one per env per round (``auto_reset=False``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from contract.vec_env import VecEnv
 from envs.remote.client import worker_factory
 from vla_rl.workers.chunked_envs import ENV_FACTORY, ChunkedEnvs, ChunkResult, Observation
 from vla_rl.workers.env_worker import env_maker
 
+if TYPE_CHECKING:  # Ray's worker group is imported where envs run over workers
+    from vla_rl.workers.env_group import EnvWorkerGroup
 
-class WorkerGroupEvalEnvs:
+
+class WorkerGroupEvalEnvs(VecEnv):
     """Stage ``stage`` of an env worker group, seen as one batch of envs."""
 
-    def __init__(self, group: Any, stage: int = 0, owns_group: bool = True):
+    def __init__(self, group: EnvWorkerGroup, stage: int = 0, owns_group: bool = True):
         self.group = group
         self.stage = stage
         self.owns_group = owns_group
+        self._pending: Any = None
 
     @property
     def num_envs(self) -> int:
@@ -38,11 +43,20 @@ class WorkerGroupEvalEnvs:
     def reset(self, seeds=None, init_states=None, tasks=None) -> Observation:
         return self.group.reset(self.stage, seeds, init_states, tasks)
 
-    def step(self, action_chunks: np.ndarray) -> ChunkResult:
-        return self.group.step(self.stage, action_chunks)
+    def step_async(self, action_chunks: np.ndarray) -> None:
+        self._pending = self.group.step_async(self.stage, action_chunks)
+
+    def step_wait(self) -> ChunkResult:
+        if self._pending is None:
+            raise RuntimeError("step_wait() without step_async()")
+        pending, self._pending = self._pending, None
+        return self.group.step_wait(pending)
 
     def env_method(self, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
         return self.group.env_method(self.stage, name, *args, indices=indices, **kwargs)
+
+    def get_attr(self, name: str) -> list[Any]:
+        return self.group.get_attr(self.stage, name)
 
     def close(self) -> None:
         if self.owns_group:
@@ -58,7 +72,7 @@ def make_eval_envs(
     seed: int = 0,
     ray_temp_dir: str | None = None,
     remote: Any = None,
-) -> Any:
+) -> VecEnv:
     """``num_envs`` envs for evaluation: in this process (``num_workers=0``) or over Ray workers; with ``remote``
     (:class:`envs.remote.client.RemoteEnvConfig`) they are sessions of that env server.
 

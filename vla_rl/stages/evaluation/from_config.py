@@ -7,27 +7,34 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
-from vla_rl.config import env_kwargs, remote_env_config, resolve_tasks
+from vla_rl.config import env_kwargs, read_section, remote_env_config, resolve_tasks
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
-from vla_rl.stages.evaluation.actors import (
+from vla_rl.stages.evaluation.action_sources import (
     ExpertActionSource,
     PolicyActionSource,
     load_policy_for_eval,
     resolve_policy_folder,
 )
+from vla_rl.stages.evaluation.config import EvalConfig, VideoConfig
 from vla_rl.stages.evaluation.env_backends import make_eval_envs
 from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings
 from vla_rl.stages.evaluation.session import evaluate_and_report
 
 
-def video_settings(eval_cfg: DictConfig) -> VideoSettings:
-    """The ``eval.video`` section (checked upfront as :class:`~vla_rl.stages.evaluation.config.VideoConfig`)."""
-    video = eval_cfg.video
-    return VideoSettings(
-        episodes_per_task=int(video.episodes_per_task), grid_envs=int(video.grid_envs),
-        cameras=tuple(str(c) for c in video.cameras), size=tuple(int(v) for v in video.size),
-    )  # fmt: skip
+def video_settings(video: VideoConfig) -> VideoSettings:
+    """The runner's video settings of the ``eval.video`` section."""
+    return VideoSettings(episodes_per_task=video.episodes_per_task, grid_envs=video.grid_envs,
+                         cameras=tuple(video.cameras), size=tuple(video.size))  # fmt: skip
+
+
+def read_eval_section(cfg: DictConfig) -> EvalConfig:
+    """The ``eval`` section as an :class:`EvalConfig` (checked by ``load_config`` already).
+
+    Raises:
+        ConfigError: a wrong key or value (for a config that ``load_config`` did not compose).
+    """
+    return read_section(cfg, "eval", EvalConfig)
 
 
 def evaluate_from_config(
@@ -42,27 +49,27 @@ def evaluate_from_config(
         PolicyLoadError: the policy path cannot be read (the message names it).
     """
 
-    eval_cfg = cfg.eval
+    eval_config = read_eval_section(cfg)
     entry, _ = resolve(str(cfg.env.id))  # validated by load_config
     tasks = resolve_tasks(cfg.env, entry.tasks)
     policy_info: dict = {"path": None if policy_path == "expert" else policy_path}
     if policy_path == "expert":
-        source = ExpertActionSource(noise_std=float(eval_cfg.expert_noise_std), seed=int(cfg.seed))
-        policy_info.update(kind="expert", expert_noise_std=float(eval_cfg.expert_noise_std))
+        source = ExpertActionSource(noise_std=eval_config.expert_noise_std, seed=int(cfg.seed))
+        policy_info.update(kind="expert", expert_noise_std=eval_config.expert_noise_std)
     else:  # the policy is loaded before any env renders in this process (see docs/platform.md)
         policy_info.update(kind="pretrained", resolved_path=str(resolve_policy_folder(policy_path)),
-                           deterministic=bool(eval_cfg.deterministic))  # fmt: skip
-        source = PolicyActionSource(load_policy_for_eval(policy_path), bool(eval_cfg.deterministic))
-    settings = EvalSettings(episodes_per_task=int(eval_cfg.episodes_per_task), seed=int(cfg.seed),
-                            split=str(eval_cfg.split), protocol=str(eval_cfg.protocol),
-                            video=video_settings(eval_cfg))  # fmt: skip
+                           deterministic=eval_config.deterministic)  # fmt: skip
+        source = PolicyActionSource(load_policy_for_eval(policy_path), eval_config.deterministic)
+    settings = EvalSettings(episodes_per_task=eval_config.episodes_per_task, seed=int(cfg.seed),
+                            split=eval_config.split, protocol=eval_config.protocol,
+                            video=video_settings(eval_config.video))  # fmt: skip
     kwargs = env_kwargs(cfg.env)
-    num_workers = int(eval_cfg.num_workers)
+    num_workers = eval_config.num_workers
     env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
-    envs = make_eval_envs(env_id, kwargs, tasks, int(eval_cfg.num_envs), num_workers, seed=int(cfg.seed),
+    envs = make_eval_envs(env_id, kwargs, tasks, eval_config.num_envs, num_workers, seed=int(cfg.seed),
                           remote=remote_env_config(cfg.env))  # fmt: skip
     config_dict = OmegaConf.to_container(cfg, resolve=True)
-    tracker = make_trackers(list(eval_cfg.trackers), output, config_dict, project=str(eval_cfg.project))
+    tracker = make_trackers(list(eval_config.trackers), output, config_dict, project=eval_config.project)
     console = tracker.find(ConsoleTracker)
     bar = console.progress("episodes", len(tasks) * settings.episodes_per_task) if console else None
     env_info = {"id": str(cfg.env.id), "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from contract.vec_env import VecEnv
 from vla_rl.logging.video import VideoWriter
 from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes
 
@@ -63,7 +64,7 @@ class EvalOutcome:
 
 
 def run_evaluation(
-    envs: Any,
+    envs: VecEnv,
     action_source: Any,
     tasks: Sequence[str],
     settings: EvalSettings,
@@ -126,7 +127,7 @@ def _video_slots(first: int, count: int, settings: VideoSettings, cameras: Seque
 
 
 def _evaluate_task(
-    envs: Any, action_source: Any, task: str, settings: EvalSettings, output_dir: Path,
+    envs: VecEnv, action_source: Any, task: str, settings: EvalSettings, output_dir: Path,
     writer: VideoWriter, spec: Any, cameras: Sequence[str], on_episode: Callable | None,
 ) -> TaskOutcome:  # fmt: skip
     num_envs = envs.num_envs

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from contract.vec_env import VecEnv
 from vla_rl.stages.evaluation.report import build_eval_info, write_eval_info
 from vla_rl.stages.evaluation.runner import EvalSettings, run_evaluation
 
@@ -52,7 +53,7 @@ def log_eval_to_trackers(tracker: Any, document: dict[str, Any], output_dir: str
 
 
 def evaluate_and_report(
-    envs: Any, action_source: Any, tasks: list[str], settings: EvalSettings, output_dir: str | Path,
+    envs: VecEnv, action_source: Any, tasks: list[str], settings: EvalSettings, output_dir: str | Path,
     policy_info: dict[str, Any], env_info: dict[str, Any], config: dict[str, Any] | None = None,
     tracker: Any = None, step: int = 0, on_episode: Any = None, run_record: str | Path | None = None,
 ) -> tuple[dict[str, Any], Path]:  # fmt: skip

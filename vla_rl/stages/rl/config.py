@@ -1,6 +1,6 @@
 """Schemas of the ``algo`` and ``trainer`` config sections (``configs/algo/``, ``configs/trainer/``).
 
-Each section is read into a dataclass by :func:`vla_rl.fields.read_dataclass` (nested sections too:
+Each section is read into a dataclass by :func:`contract.config_reader.read_dataclass` (nested sections too:
 ``algo.update``, ``algo.optim``, ``trainer.sharding``); an unknown key or a value of the wrong type is a
 :class:`vla_rl.config.ConfigError` that names the key and lists the allowed ones.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from contract.config_reader import FieldError, check_types, require
 from vla_rl.algos.algorithms import ALGORITHMS, Collection, get_algorithm
 from vla_rl.config import ConfigError, read_section
-from vla_rl.fields import FieldError, check_types, require
 from vla_rl.runtime.fsdp import ShardingConfig
 from vla_rl.stages.rl.task_pools import TaskPoolsConfig
 from vla_rl.stages.rl.task_sampling import TaskSamplingConfig

@@ -28,7 +28,7 @@ from envs.remote.client import worker_factory
 from vla_rl.config import ConfigError, env_kwargs, remote_env_config, resolve_tasks
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.env_io import env_io_spec
-from vla_rl.stages.rl.config import TrainerConfig, validate_rl_sections
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, validate_rl_sections
 from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
 from vla_rl.workers.actor_group import ActorGroup
@@ -207,21 +207,71 @@ def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
     return save_policy(policy, folder)
 
 
+@dataclasses.dataclass(frozen=True)
+class RLRunPlan:
+    """The typed parts of an RL run, read once from the composed config (:func:`plan_rl_run`): what ``rl_run``
+    and the trainer benchmarks build their worker groups from.
+
+    ``trainer.rollout_steps`` is set (the longest episode in chunks of ``policy_spec.chunk_size`` where the config
+    leaves it null); ``tasks`` is ``(None,)`` for an env without tasks.
+    """
+
+    trainer: TrainerConfig
+    algo: AlgoConfig
+    env_name: str
+    tasks: tuple[str | None, ...]
+    env_kwargs: dict[str, Any]
+    io_spec: dict[str, Any]
+    policy_spec: PolicySpec
+    seed: int
+
+    def env_config(self, num_stages: int | None = None) -> EnvWorkerConfig:
+        """The env worker config of the run; with ``num_stages``, the same envs split into that many stages.
+
+        Raises:
+            ConfigError: the run's envs per worker do not split evenly into ``num_stages`` stages.
+        """
+        config = EnvWorkerConfig(
+            env_id=self.env_name, env_kwargs=self.env_kwargs, tasks=self.tasks,
+            envs_per_stage=self.trainer.envs_per_stage, num_stages=self.trainer.num_stages,
+            base_seed=self.seed, auto_reset=self.algo.collection.auto_reset,
+        )  # fmt: skip
+        if num_stages is None:
+            return config
+        envs_per_worker = self.trainer.envs_per_stage * self.trainer.num_stages
+        if envs_per_worker % num_stages:
+            raise ConfigError(
+                f"'trainer.envs_per_stage' x 'trainer.num_stages' = {envs_per_worker} envs per worker do not split "
+                f"into {num_stages} pipeline stages; choose an envs_per_stage that makes the product a multiple of "
+                f"{num_stages}"
+            )
+        return dataclasses.replace(config, envs_per_stage=envs_per_worker // num_stages, num_stages=num_stages)
+
+
+def plan_rl_run(cfg: DictConfig, init_policy: str | None = None) -> RLRunPlan:
+    """The env, policy, algo and trainer sections of ``cfg`` as an :class:`RLRunPlan`; ``init_policy`` (else
+    ``trainer.init_policy``) is the ``save_pretrained`` folder RL starts from.
+
+    Raises:
+        ConfigError: a wrong section value, or an ``init_policy`` that does not fit the config.
+    """
+    entry, _ = resolve(str(cfg.env.id))
+    tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
+    algo, trainer = validate_rl_sections(cfg, len(tasks))
+    kwargs = env_kwargs(cfg.env)
+    io_spec = env_io_spec(entry.name, tasks[0], kwargs)
+    spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer.init_policy)
+    trainer = with_rollout_window(trainer, entry.name, tasks, kwargs, spec.chunk_size)
+    return RLRunPlan(trainer, algo, entry.name, tasks, kwargs, io_spec, spec, int(cfg.seed))
+
+
 @contextlib.contextmanager
 def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> Iterator[Trainer]:
     """Build the worker groups and the trainer; tear everything down on exit."""
-    entry, _ = resolve(str(cfg.env.id))
-    tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
-    algo, trainer_cfg = validate_rl_sections(cfg, len(tasks))
-    kwargs = env_kwargs(cfg.env)
-    io_spec = env_io_spec(entry.name, tasks[0], kwargs)
-    spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer_cfg.init_policy)
-    trainer_cfg = with_rollout_window(trainer_cfg, entry.name, tasks, kwargs, int(spec.config.get("chunk_size", 1)))
+    plan = plan_rl_run(cfg, init_policy)
+    algo, trainer_cfg, spec, tasks, kwargs = plan.algo, plan.trainer, plan.policy_spec, plan.tasks, plan.env_kwargs
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
-    env_config = EnvWorkerConfig(
-        env_id=entry.name, env_kwargs=kwargs, tasks=tasks, envs_per_stage=trainer_cfg.envs_per_stage,
-        num_stages=trainer_cfg.num_stages, base_seed=int(cfg.seed), auto_reset=algo.collection.auto_reset,
-    )  # fmt: skip
+    env_config = plan.env_config()
     factory, options = worker_factory(remote_env_config(cfg.env), env_config.env_factory, trainer_cfg.num_env_workers)
     env_config = dataclasses.replace(env_config, env_factory=factory, env_factory_options=options)
     env_group = rollout_worker = actors = tracker = evaluator = None
@@ -247,7 +297,7 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
         )
         collector = RolloutCollector(env_group, rollout_worker, tasks)
         if trainer_cfg.eval_every:
-            evaluator = PeriodicEvaluation(cfg, spec, entry.name, tasks, kwargs, run_dir, tracker,
+            evaluator = PeriodicEvaluation(cfg, spec, plan.env_name, tasks, kwargs, run_dir, tracker,
                                            trainer_cfg.eval_episodes_per_task)  # fmt: skip
         yield Trainer(
             trainer_cfg, algo, collector, actors, rollout_worker, tracker, run_dir, int(cfg.seed),
@@ -272,19 +322,20 @@ class PeriodicEvaluation:
     def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
                  tracker: Any, episodes_per_task: int):  # fmt: skip
         from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.stages.evaluation.from_config import video_settings
+        from vla_rl.stages.evaluation.from_config import read_eval_section, video_settings
 
+        config = read_eval_section(cfg)
         self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
         self.policy = spec.build("cpu").eval()
         # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
         self.settings = EvalSettings(episodes_per_task=episodes_per_task, seed=int(cfg.seed), split="dev",
-                                     protocol=str(cfg.eval.protocol), video=video_settings(cfg.eval))
+                                     protocol=config.protocol, video=video_settings(config.video))
         self.run_record = Path(str(cfg.run_dir)) / "run.json"
-        self.envs = make_eval_envs(env_name, kwargs, self.tasks, int(cfg.eval.num_envs), int(cfg.eval.num_workers),
+        self.envs = make_eval_envs(env_name, kwargs, self.tasks, config.num_envs, config.num_workers,
                                    seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
         self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
-                         "num_envs": self.envs.num_envs, "num_workers": int(cfg.eval.num_workers)}  # fmt: skip
-        self.deterministic = bool(cfg.eval.deterministic)
+                         "num_envs": self.envs.num_envs, "num_workers": config.num_workers}  # fmt: skip
+        self.deterministic = config.deterministic
 
     def __call__(self, weights: dict, iteration: int) -> dict[str, float]:
         from vla_rl.stages.evaluation import PolicyActionSource, evaluate_and_report

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_rl.fields import check_types, require
+from contract.config_reader import check_types, require
 
 MODES = ("uniform", "failure")
 

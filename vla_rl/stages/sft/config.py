@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vla_rl.fields import check_types, read_dataclass, require
+from contract.config_reader import check_types, read_dataclass, require
 
 #: Keys of the ``sft`` config section that are not :class:`SFTConfig` fields: the demonstrations and the output.
 SECTION_PATH_KEYS = ("dataset", "output")
@@ -73,7 +73,7 @@ class SFTConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SFTConfig:
-        """Read from a plain mapping (:func:`vla_rl.fields.read_dataclass`); errors name the key ``sft.*``."""
+        """Read from a plain mapping (:func:`contract.config_reader.read_dataclass`); errors name the key ``sft.*``."""
         return read_dataclass(cls, dict(data), "sft")
 
 

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from envs.registry import import_object, make, resolve
+from contract.import_path import import_object
+from envs.registry import make, resolve
 
 TARGET_FRAMES_FILE = "target_frames.hdf5"
 
@@ -48,7 +49,7 @@ def target_reader(env_id: str) -> Callable[[Any, dict], np.ndarray]:
             f"env {env_id!r} has no target reader, which collect.target_frames_per_task needs: give its factory "
             "a `target` attribute, 'pkg.module:function' with function(env, reset_info) -> the target's position"
         )
-    return import_object(reader) if isinstance(reader, str) else reader
+    return import_object(reader, "target reader") if isinstance(reader, str) else reader
 
 
 def frame_seed(base_seed: int, task: str, index: int) -> int:

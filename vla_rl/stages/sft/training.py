@@ -44,8 +44,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from envs.registry import import_object
-from vla_rl.algos.schedules import warmup_cosine_factor
+from contract.import_path import import_object
+from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.runtime.device import resolve_device
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.sft.batches import (
@@ -210,7 +210,7 @@ def run_sft(
         policy_spec = PolicySpec(config={k: v for k, v in policy_config.items() if k != "factory"}, io_spec={},
                                  stats=None, factory=str(policy_config.get("factory") or DEFAULT_POLICY_FACTORY),
                                  seed=seed)  # fmt: skip
-        import_object(policy_spec.factory)
+        import_object(policy_spec.factory, "policy factory")
         from policies.config import PolicyIOSpec
         from policies.factory import chunk_size_of, save_policy
 

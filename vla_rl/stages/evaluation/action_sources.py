@@ -1,13 +1,13 @@
-"""What acts during an evaluation: a policy (the :class:`Actor` protocol) or the scripted experts.
+"""What acts during an evaluation: a policy (the :class:`ActingPolicy` protocol) or the scripted experts.
 
 The evaluation loop asks an *action source* for the next action chunks ``(N, H, A)``:
 
-- :class:`PolicyActionSource` calls ``actor.act(obs_batch, deterministic=...)`` on the driver;
+- :class:`PolicyActionSource` calls ``policy.act(obs_batch, deterministic=...)`` on the driver;
 - :class:`ExpertActionSource` has the scripted experts (``envs.experts``) act inside the process
   that holds the envs, since an expert reads the env's privileged state.
 
 :func:`load_policy_for_eval` turns a path (an exported policy folder, a training checkpoint or a
-run folder) into an actor.
+run folder) into a policy that acts.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from contract.vec_env import VecEnv
+
 CHECKPOINT_PATTERN = re.compile(r"^iter_(\d+)$")
 EXPORTED_FILES = ("config.json", "model.safetensors")
 
@@ -27,7 +29,7 @@ class PolicyLoadError(RuntimeError):
 
 
 @runtime_checkable
-class Actor(Protocol):
+class ActingPolicy(Protocol):
     """Anything that maps an observation batch to action chunks.
 
     ``obs_batch``: ``{"images": {camera: uint8 (B, H, W, 3)}, "state": float (B, S), "instruction": list[str]}``;
@@ -41,17 +43,17 @@ class Actor(Protocol):
 
 
 class PolicyActionSource:
-    """Chunks from an :class:`Actor` on the driver."""
+    """Chunks from an :class:`ActingPolicy` on the driver."""
 
     description = "policy"
 
-    def __init__(self, actor: Actor, deterministic: bool = True, name: str = "policy"):
-        self.actor = actor
+    def __init__(self, policy: ActingPolicy, deterministic: bool = True, name: str = "policy"):
+        self.policy = policy
         self.deterministic = deterministic
         self.name = name
         self.generator = None
 
-    def prepare(self, envs: Any) -> None:
+    def prepare(self, envs: VecEnv) -> None:
         pass
 
     def seed_round(self, seed: int) -> None:
@@ -64,8 +66,8 @@ class PolicyActionSource:
 
         self.generator = torch.Generator().manual_seed(int(seed))
 
-    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
-        actions, _ = self.actor.act(observation, deterministic=self.deterministic, generator=self.generator)
+    def next_chunks(self, envs: VecEnv, observation: dict[str, Any]) -> np.ndarray:
+        actions, _ = self.policy.act(observation, deterministic=self.deterministic, generator=self.generator)
         if hasattr(actions, "detach"):
             actions = actions.detach().float().cpu().numpy()
         actions = np.asarray(actions, dtype=np.float32)
@@ -86,13 +88,13 @@ class ExpertActionSource:
         self.seed = seed
         self.name = "expert"
 
-    def prepare(self, envs: Any) -> None:
+    def prepare(self, envs: VecEnv) -> None:
         envs.env_method("use_experts", self.noise_std, self.seed)
 
     def seed_round(self, seed: int) -> None:
         """The experts' noise is seeded where the envs live (:meth:`prepare`)."""
 
-    def next_chunks(self, envs: Any, observation: dict[str, Any]) -> np.ndarray:
+    def next_chunks(self, envs: VecEnv, observation: dict[str, Any]) -> np.ndarray:
         return envs.env_method("expert_action_chunks")
 
 
@@ -138,7 +140,7 @@ def resolve_policy_folder(path: str | Path) -> Path:
     raise PolicyLoadError(f"{str(path)!r} holds no policy (its contents: {contents}); {expected}")
 
 
-def load_policy_for_eval(path: str | Path, device: str | None = None) -> Actor:
+def load_policy_for_eval(path: str | Path, device: str | None = None) -> ActingPolicy:
     """Load the policy of ``path`` (see :func:`resolve_policy_folder`) for evaluation, in eval mode.
 
     Raises:

@@ -38,7 +38,8 @@ def read_dataclass(cls: type, values: Any, where: str) -> Any:
     """``values`` (a mapping, e.g. a yaml section) as a ``cls`` instance; fields it lacks keep their defaults.
 
     A field annotated with a dataclass is read the same way from its sub-mapping; a list becomes a tuple
-    where the field is annotated ``tuple``.
+    where the field is annotated ``tuple``, and an integer a float where it is annotated ``float`` (yaml's ``0``
+    for ``0.0``), so that a reader needs no casts.
 
     Raises:
         FieldError: with the full dotted key ``where.field...``: an unknown key (listing the allowed ones),
@@ -51,18 +52,28 @@ def read_dataclass(cls: type, values: Any, where: str) -> Any:
     for key in values:
         if key not in names:
             raise FieldError(f"{where}.{key}", values[key], f"unknown key; allowed: {', '.join(names)}")
-    arguments = {}
+    arguments, given = {}, {}
     for key, value in values.items():
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             value = read_dataclass(hint, value, f"{where}.{key}")
         elif typing.get_origin(hint) is tuple and isinstance(value, list):
             value = tuple(value)
+        elif _takes_float_not_int(hint) and isinstance(value, int) and not isinstance(value, bool):
+            given[key], value = value, float(value)  # an error names the value as written
         arguments[key] = value
     try:
         return cls(**arguments)
     except FieldError as error:
-        raise FieldError(f"{where}.{error.field}", error.value, error.allowed) from None
+        raise FieldError(f"{where}.{error.field}", given.get(error.field, error.value), error.allowed) from None
+
+
+def _takes_float_not_int(annotation: Any) -> bool:
+    """``float`` or an optional/union of it without ``int``."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        return float in options and int not in options
+    return annotation is float
 
 
 def _matches(value: Any, annotation: Any) -> bool:
