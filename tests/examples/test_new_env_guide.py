@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "new_env_guide.md"
 BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
@@ -27,6 +29,7 @@ def test_the_guide_walks_the_whole_path():
         assert step in commands, f"the guide's commands lack {step!r}"
 
 
+@pytest.mark.end_to_end  # `make test` leaves it out; CI runs it after (`pytest -m end_to_end`)
 def test_every_command_of_the_guide_runs_verbatim(tmp_path):
     (tmp_path / "examples").symlink_to(REPO / "examples")  # the guide runs from the root of a clone
     script = "set -euo pipefail\n" + "\n".join(

@@ -86,6 +86,7 @@ def alive(process: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.end_to_end  # `make test` leaves it out; CI runs it after (`pytest -m end_to_end`)
 def test_default_experiment_killed_by_sigkill_past_a_corrupt_checkpoint_resumes_to_equal_an_uninterrupted_run(
     ray_session, tmp_path
 ):

@@ -53,7 +53,8 @@ def test_bench_update_prints_samples_per_second_at_world_sizes_one_and_two(ray_s
     assert sorted(result["world_sizes"]) == ["1", "2"]
     for figures in result["world_sizes"].values():
         expected = result["batch_size"] * result["epochs"] / figures["update_s"]
-        assert figures["samples_per_s"] == pytest.approx(expected, rel=1e-3)
+        # samples_per_s is printed to 2 decimals: at a few samples/s (a busy machine) that is more than 1e-3
+        assert figures["samples_per_s"] == pytest.approx(expected, rel=1e-3, abs=0.005 + 1e-9)
     assert result["samples_per_s"] == result["world_sizes"][str(result["best_world_size"])]["samples_per_s"]
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from tiny_training import TINY_TRAINING
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
@@ -46,6 +47,7 @@ def check_run(run_dir: Path) -> None:
     assert json.loads((run_dir / "run.json").read_text())["stage_seconds"].keys() == {"collect", "sft", "rl", "eval"}
 
 
+@pytest.mark.end_to_end  # `make test` leaves it out; CI runs it after (`pytest -m end_to_end`)
 def test_default_workflow_on_the_builtin_suite(ray_session, tmp_path):
     run_dir = tmp_path / "run"
     code = main(["train", *TINY_TRAINING, *PIPELINE, f"run_dir={run_dir}", f"collect.output={tmp_path / 'demos'}"])
