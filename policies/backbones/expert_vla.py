@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
+from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import NormalizationConfig, ValueConfig
@@ -75,7 +76,9 @@ class ExpertFlowHead(FlowHead):
 @dataclass
 class ExpertVLAConfig:
     """The action-expert VLA: the backbone, the expert, the flow chain (``FlowHeadConfig`` options except the compact
-    denoiser's size), the critic, normalisation, chunk size, and whether the state enters (one expert token)."""
+    denoiser's size), the critic, normalisation, chunk size, whether the state enters (one expert token), and whether act / evaluate / value compute each
+    sample as in any batch (:mod:`policies.backbones.batch_invariant`: the rollout's log-probs come back bit for bit
+    in the update)."""
 
     backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
@@ -84,6 +87,7 @@ class ExpertVLAConfig:
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
     chunk_size: int = 4
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         self.flow_config()
@@ -153,6 +157,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         return context, embedding
 
     # ----------------------------------------------------------------------------- protocol
+    @batch_invariant_method
     @torch.no_grad()
     def act(
         self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
@@ -171,6 +176,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         }
         return self.to_env_units(normalized), extras
 
+    @batch_invariant_method
     def evaluate(
         self, obs: Mapping[str, Any], extras: Mapping[str, Any]
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
@@ -184,6 +190,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
             log_prob, entropy = self.head.log_prob(embedding, actions, replay)
         return log_prob, entropy, self.value_head(embedding)
 
+    @batch_invariant_method
     def value(self, obs: Mapping[str, Any]) -> torch.Tensor:
         """State value ``(B,)``."""
         return self.value_head(self.prefix_context(obs)[1])

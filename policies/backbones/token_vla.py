@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import NormalizationConfig, ValueConfig
@@ -84,8 +85,9 @@ class ActionTokensConfig:
 
 @dataclass
 class TokenVLAConfig:
-    """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, and whether the
-    state enters the prefix (one token)."""
+    """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, whether the
+    state enters the prefix (one token), and whether act / evaluate / value compute each sample as in any batch
+    (:mod:`policies.backbones.batch_invariant`: the rollout's log-probs come back bit for bit in the update)."""
 
     backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     tokens: ActionTokensConfig = field(default_factory=ActionTokensConfig)
@@ -93,6 +95,7 @@ class TokenVLAConfig:
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
     chunk_size: int = 4
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         if self.normalization.action not in BOUNDED_MODES:
@@ -214,6 +217,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         return values.view(values.shape[0], self.config.chunk_size, self.io_spec.action_dim)
 
     # ----------------------------------------------------------------------------- protocol
+    @batch_invariant_method
     @torch.no_grad()
     def act(
         self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
@@ -237,6 +241,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         bins = self._tensor(extras["action_bins"], torch.long)
         return bins.reshape(bins.shape[0], -1)
 
+    @batch_invariant_method
     def evaluate(
         self, obs: Mapping[str, Any], extras: Mapping[str, Any]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -248,6 +253,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         entropy = -(log_probs.exp() * log_probs).sum(-1)
         return self.per_dimension(log_prob), self.per_dimension(entropy), self.value_head(hidden[:, 0])
 
+    @batch_invariant_method
     def value(self, obs: Mapping[str, Any]) -> torch.Tensor:
         """State value ``(B,)`` (slot 0 reads no action token)."""
         prefix = self.encode_prefix(obs)
