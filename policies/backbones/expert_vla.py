@@ -35,6 +35,19 @@ from policies.value import ValueHead
 from vla_rl.fields import read_dataclass
 
 
+def gather_before_backward(block: nn.Module, *tensors: torch.Tensor) -> None:
+    """Unshard the FSDP2 unit ``block`` when the gradient reaches any of ``tensors`` (computed inside it, and read
+    outside it other than through its output); nothing for a module FSDP2 does not shard. ``unshard`` is what FSDP2's
+    own hook on a unit's output does; the unit reshards after its backward, as usual."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if not isinstance(block, FSDPModule):
+        return
+    for tensor in tensors:
+        if tensor.requires_grad:
+            tensor.register_hook(lambda grad: block.unshard())
+
+
 class ExpertVelocity(nn.Module):
     """The flow head's velocity network: ``forward(noisy (B, H, A), network time, embedding, condition_offset=None)``
     runs the action expert on the prefix context its head has bound (the embedding is not read)."""
@@ -131,11 +144,11 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         return self.head.denoiser.expert
 
     def fsdp_blocks(self) -> list[nn.Module]:
-        """FSDP2's units: each block of the vision tower and of the expert, then the head and the critic. The language
-        model's blocks stay in the root unit: the expert reads their keys and values, which leave a block through the
-        cache and not through its output, so a block of its own would be resharded before that gradient reaches it
-        (FSDP2 gathers a unit again for backward when the gradient reaches the unit's outputs)."""
-        return [*self.prefix.fsdp_blocks(language_model=False), *self.expert.layers, self.head, self.value_head]
+        """FSDP2's units: each block of the vision tower, of the language model and of the expert, the word
+        embeddings, then the head and the critic. The expert reads the language model's keys and values, which leave
+        a block through the cache and not through its output, where FSDP2 hooks the gather before backward:
+        :meth:`prefix_context` gathers a sharded block when the gradient reaches its keys or values."""
+        return [*self.prefix.fsdp_blocks(), *self.expert.layers, self.head, self.value_head]
 
     # ----------------------------------------------------------------------------- the prefix
     def prefix_context(self, obs: Mapping[str, Any]) -> tuple[PrefixContext, torch.Tensor]:
@@ -150,6 +163,9 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
             **self.prefix.model_inputs(pixels, length, length),
         )  # fmt: skip
         layers = output.cache.layers
+        if torch.is_grad_enabled():
+            for block, layer in zip(self.prefix.language_model_blocks(), layers, strict=True):
+                gather_before_backward(block, layer.keys, layer.values)
         context = PrefixContext([layer.keys for layer in layers], [layer.values for layer in layers], mask,
                                 state if self.config.use_state else None)  # fmt: skip
         weights = mask.unsqueeze(-1).float()
