@@ -3,10 +3,10 @@
 PPO divides by the rollout's log-probs, so the update's recomputation of a sample at the rollout's weights should
 give them back bit for bit. The rollout computes a sample in a batch of the envs of one stage, the update in a
 minibatch of other samples, with another number of threads. The matrix product is what breaks this on CPU: the
-library picks its kernel (and its summation order) from the shape, M included, and from the thread count, so a
-row of ``x @ W.T`` changes in the last bits with the number of rows beside it (``Linear(5, 32)`` on 1-3 rows differs
-from the same rows among 8). The other operations the VLA families use compute each sample on its
-own (attention per batch and head, normalisation per row, elementwise maps) and are invariant already.
+library picks its kernel (and its summation order) from the shape, the number of rows M included, and from the
+thread count, so a row of ``x @ W.T`` can change in the last bits with the rows beside it (small M takes other
+kernels than large M). The other operations the VLA families use compute each sample on its own (attention per
+batch and head, normalisation per row, elementwise maps).
 
 :func:`batch_invariant` makes every ``torch.nn.functional.linear`` on CPU tensors inside the block compute its rows
 in chunks of exactly :data:`CHUNK_ROWS` rows (the last one padded with zero rows), so every row goes through one
