@@ -37,13 +37,14 @@ class _ChunkedLinear(torch.autograd.Function):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         rows = x.reshape(-1, x.shape[-1])
-        count = rows.shape[0]
-        padding = -count % CHUNK_ROWS
-        if padding:
-            rows = torch.cat([rows, rows.new_zeros(padding, rows.shape[1])])
         transposed = weight.t()
-        out = torch.cat([torch.mm(chunk, transposed) for chunk in rows.split(CHUNK_ROWS)])[:count]
-        out = out.view(*x.shape[:-1], weight.shape[0])
+        out = rows.new_empty(*x.shape[:-1], weight.shape[0])  # a tensor of its own, not a view (FSDP2 warns of views)
+        flat = out.view(rows.shape[0], weight.shape[0])
+        for start in range(0, rows.shape[0], CHUNK_ROWS):
+            chunk = rows[start : start + CHUNK_ROWS]
+            if chunk.shape[0] < CHUNK_ROWS:
+                chunk = torch.cat([chunk, chunk.new_zeros(CHUNK_ROWS - chunk.shape[0], chunk.shape[1])])
+            flat[start : start + CHUNK_ROWS] = torch.mm(chunk, transposed)[: flat.shape[0] - start]
         return out + bias if bias is not None else out
 
     @staticmethod
