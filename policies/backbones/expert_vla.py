@@ -27,11 +27,25 @@ from torch import nn
 
 from contract.config_reader import read_dataclass
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
+from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.value import ValueHead
+
+
+def gather_before_backward(block: nn.Module, *tensors: torch.Tensor) -> None:
+    """Unshard the FSDP2 unit ``block`` when the gradient reaches any of ``tensors`` (computed inside it, and read
+    outside it other than through its output); nothing for a module FSDP2 does not shard. ``unshard`` is what FSDP2's
+    own hook on a unit's output does; the unit reshards after its backward, as usual."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if not isinstance(block, FSDPModule):
+        return
+    for tensor in tensors:
+        if tensor.requires_grad:
+            tensor.register_hook(lambda grad: block.unshard())
 
 
 class ExpertVelocity(nn.Module):
@@ -75,7 +89,9 @@ class ExpertFlowHead(FlowHead):
 @dataclass
 class ExpertVLAConfig(ActionChunkConfig):
     """The action-expert VLA: the backbone, the expert, the flow chain (``FlowHeadConfig`` options except the compact
-    denoiser's size), the critic, normalisation, chunk size, and whether the state enters (one expert token)."""
+    denoiser's size), the critic, normalisation, chunk size, whether the state enters (one expert token), and
+    whether act / evaluate / value compute each sample as in any batch (:mod:`policies.backbones.batch_invariant`:
+    the rollout's log-probs come back bit for bit in the update)."""
 
     backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
@@ -83,6 +99,7 @@ class ExpertVLAConfig(ActionChunkConfig):
     value: ValueConfig = field(default_factory=ValueConfig)
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -125,11 +142,11 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         return self.head.denoiser.expert
 
     def fsdp_blocks(self) -> list[nn.Module]:
-        """FSDP2's units: each block of the vision tower and of the expert, then the head and the critic. The language
-        model's blocks stay in the root unit: the expert reads their keys and values, which leave a block through the
-        cache and not through its output, so a block of its own would be resharded before that gradient reaches it
-        (FSDP2 gathers a unit again for backward when the gradient reaches the unit's outputs)."""
-        return [*self.prefix.fsdp_blocks(language_model=False), *self.expert.layers, self.head, self.value_head]
+        """FSDP2's units: each block of the vision tower, of the language model and of the expert, the word
+        embeddings, then the head and the critic. The expert reads the language model's keys and values, which leave
+        a block through the cache and not through its output, where FSDP2 hooks the gather before backward:
+        :meth:`prefix_context` gathers a sharded block when the gradient reaches its keys or values."""
+        return [*self.prefix.fsdp_blocks(), *self.expert.layers, self.head, self.value_head]
 
     # ----------------------------------------------------------------------------- the prefix
     def prefix_context(self, obs: Mapping[str, Any]) -> tuple[PrefixContext, torch.Tensor]:
@@ -144,6 +161,9 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
             **self.prefix.model_inputs(pixels, length, length),
         )  # fmt: skip
         layers = output.cache.layers
+        if torch.is_grad_enabled():
+            for block, layer in zip(self.prefix.language_model_blocks(), layers, strict=True):
+                gather_before_backward(block, layer.keys, layer.values)
         context = PrefixContext([layer.keys for layer in layers], [layer.values for layer in layers], mask,
                                 state if self.config.use_state else None)  # fmt: skip
         weights = mask.unsqueeze(-1).float()
@@ -151,6 +171,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         return context, embedding
 
     # ----------------------------------------------------------------------------- protocol
+    @batch_invariant_method
     @torch.no_grad()
     def act(
         self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
@@ -169,6 +190,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
         }
         return self.to_env_units(normalized), extras
 
+    @batch_invariant_method
     def evaluate(
         self, obs: Mapping[str, Any], extras: Mapping[str, Any]
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
@@ -182,6 +204,7 @@ class ExpertVLAPolicy(PrefixedVLAPolicy):
             log_prob, entropy = self.head.log_prob(embedding, actions, replay)
         return log_prob, entropy, self.value_head(embedding)
 
+    @batch_invariant_method
     def value(self, obs: Mapping[str, Any]) -> torch.Tensor:
         """State value ``(B,)``."""
         return self.value_head(self.prefix_context(obs)[1])

@@ -46,6 +46,10 @@ def load_generative_backbone(config: VLMBackboneConfig) -> tuple[nn.Module, torc
     return full.model, output_embeddings, tokenizer, folder
 
 
+#: The names of the embedding modules FSDP2 shards as units of their own (Idefics3, SmolVLM and PaliGemma).
+EMBEDDING_NAMES = ("embeddings", "embed_tokens")
+
+
 class VLMPrefix(nn.Module):
     """The backbone and the prefix layout (module docstring); ``hidden_size`` is the language model's width E."""
 
@@ -74,17 +78,20 @@ class VLMPrefix(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.backbone.get_input_embeddings()
 
-    def fsdp_blocks(self, language_model: bool = True) -> list[nn.Module]:
-        """The transformer blocks of both towers (every ``...layers`` module list); without the language model's
-        blocks for ``language_model=False``."""
+    def fsdp_blocks(self) -> list[nn.Module]:
+        """FSDP2's units of the backbone: each transformer block of both towers (every ``...layers`` module list),
+        then the embeddings by name (the vision tower's ``embeddings``, the language model's ``embed_tokens``)."""
+        named = list(self.backbone.named_modules())
+        blocks = [block for name, module in named if isinstance(module, nn.ModuleList) and name.endswith("layers")
+                  for block in module]  # fmt: skip
+        embeddings = [module for name, module in named if name.rpartition(".")[2] in EMBEDDING_NAMES]
+        return [*blocks, *embeddings]
+
+    def language_model_blocks(self) -> list[nn.Module]:
+        """The language model's transformer blocks, in order (the ``layers`` list beside the word embeddings)."""
         embedding_name = next(name for name, module in self.backbone.named_modules() if module is self.word_embeddings())
-        blocks = []
-        for name, module in self.backbone.named_modules():
-            if isinstance(module, nn.ModuleList) and name.endswith("layers"):
-                owner = name.rpartition(".")[0]
-                if language_model or not embedding_name.startswith(owner + "."):
-                    blocks.extend(module)
-        return blocks
+        owner = embedding_name.rpartition(".")[0]
+        return list(self.backbone.get_submodule(owner + ".layers"))
 
     def pixels(self, images: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Cameras uint8 ``(B, H, W, 3)`` -> ``(B, C, 3, S, S)``, normalised, in the backbone's dtype."""

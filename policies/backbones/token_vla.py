@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contract.config_reader import read_dataclass
+from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
 from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
@@ -84,14 +85,16 @@ class ActionTokensConfig:
 
 @dataclass
 class TokenVLAConfig(ActionChunkConfig):
-    """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, and whether the
-    state enters the prefix (one token)."""
+    """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, whether the
+    state enters the prefix (one token), and whether act / evaluate / value compute each sample as in any batch
+    (:mod:`policies.backbones.batch_invariant`: the rollout's log-probs come back bit for bit in the update)."""
 
     backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     tokens: ActionTokensConfig = field(default_factory=ActionTokensConfig)
     value: ValueConfig = field(default_factory=ValueConfig)
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     use_state: bool = True
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -212,6 +215,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         return values.view(values.shape[0], self.config.chunk_size, self.io_spec.action_dim)
 
     # ----------------------------------------------------------------------------- protocol
+    @batch_invariant_method
     @torch.no_grad()
     def act(
         self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
@@ -235,6 +239,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         bins = self._tensor(extras["action_bins"], torch.long)
         return bins.reshape(bins.shape[0], -1)
 
+    @batch_invariant_method
     def evaluate(
         self, obs: Mapping[str, Any], extras: Mapping[str, Any]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -246,6 +251,7 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         entropy = -(log_probs.exp() * log_probs).sum(-1)
         return self.per_dimension(log_prob), self.per_dimension(entropy), self.value_head(hidden[:, 0])
 
+    @batch_invariant_method
     def value(self, obs: Mapping[str, Any]) -> torch.Tensor:
         """State value ``(B,)`` (slot 0 reads no action token)."""
         prefix = self.encode_prefix(obs)

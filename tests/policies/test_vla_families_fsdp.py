@@ -1,8 +1,11 @@
 """FSDP2 on both VLA families: two gloo ranks on CPU, each on half the batch, take the same RL update steps (log-prob
-and value, the critic detached as the experiments configure it) as one process on the whole batch, with LoRA; each
-transformer block of the vision tower, the language model (token VLA) and the action expert is a unit."""
+and value, the critic detached as the experiments configure it) as one process on the whole batch (the token VLA
+fully fine-tuned, the expert VLA with LoRA); the wrapped module tree has each transformer block of the vision tower,
+the language model and the action expert as a unit, and the trainable embeddings and output rows by name."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -21,10 +24,17 @@ FAMILIES = {
 }
 
 
-def build(source: str, family: str):
+TRAIN = {"token": "full", "expert": "lora"}
+#: Units by name: transformer blocks, embeddings, and each family's own trainable modules (besides the root).
+BLOCK = re.compile(r"\.layers\.\d+$")
+EMBEDDINGS = re.compile(r"\.(embeddings|embed_tokens)$")
+OWN = {"token": {"readout", "action_embeddings", "value_head", "prefix.state_token"}, "expert": {"head", "value_head"}}
+
+
+def build(source: str, family: str, train: str | None = None):
     factory, options = FAMILIES[family]
     io_spec = synthetic_io_spec()
-    config = {"backbone": {"source": source, "train": "lora", "lora_rank": 4, "max_length": 8},
+    config = {"backbone": {"source": source, "train": train or TRAIN[family], "lora_rank": 4, "max_length": 8},
               "value": {"hidden_dims": [16], "detach_input": True}, **options}  # fmt: skip
     torch.manual_seed(0)
     return build_from_factory(factory, config, io_spec, synthetic_stats(io_spec))
@@ -56,23 +66,26 @@ def rank_main(rank: int, world_size: int, port: int, source: str, family: str, o
     mesh = init_distributed(rank, world_size, "127.0.0.1", port, torch.device("cpu"))
     policy = build(source, family)
     obs, extras = shard(*rollout(policy), rank, world_size)
-    blocks = policy.fsdp_blocks()
-    layers = [b for b in blocks if any(p.requires_grad for p in b.parameters()) and "Layer" in type(b).__name__]
-    names = [type(b).__name__ for b in layers]
     model = shard_model(policy, mesh)
     from torch.distributed.fsdp import FSDPModule
 
-    assert layers and all(isinstance(b, FSDPModule) for b in layers)
+    units = sorted(name for name, module in model.named_modules() if name and isinstance(module, FSDPModule))
     update_steps(model, obs, extras)
     weights = full_state_dict(model)
     if rank == 0:
-        torch.save({"weights": weights, "units": names}, out)
+        torch.save({"weights": weights, "units": units}, out)
     shutdown_distributed()
 
 
-@pytest.mark.parametrize(("family", "units"), [("token", ["Idefics3EncoderLayer"] * 2 + ["LlamaDecoderLayer"] * 2),
-                                               ("expert", ["Idefics3EncoderLayer"] * 2 + ["ExpertLayer"] * 2)])  # fmt: skip
-def test_two_ranks_take_the_rl_steps_of_one_process(tmp_path, family, units):
+def expected_units(policy, family: str) -> list[str]:
+    """The unit names the wrapping should give, from the module names alone."""
+    trainable = {name for name, module in policy.named_modules() if any(p.requires_grad for p in module.parameters())}
+    named = {name for name in trainable if BLOCK.search(name) or EMBEDDINGS.search(name)}
+    return sorted(named | OWN[family])
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_two_ranks_take_the_rl_steps_of_one_process(tmp_path, family):
     source = str(write_tiny_vlm(tmp_path / "vlm", "idefics3"))
     reference = build(source, family)
     update_steps(reference, *rollout(reference))
@@ -85,10 +98,13 @@ def test_two_ranks_take_the_rl_steps_of_one_process(tmp_path, family, units):
         process.join(timeout=300)
         assert process.exitcode == 0
     saved = torch.load(out)
-    assert saved["units"] == units
+    units = expected_units(reference, family)
+    language_blocks = [u for u in units if BLOCK.search(u) and ".text_model." in u]
+    assert saved["units"] == units and len(language_blocks) == 2  # the language model's blocks are units in both
+    assert (family == "token") == any(EMBEDDINGS.search(u) for u in units)  # trainable only when fully fine-tuned
     initial = build(source, family).state_dict()
     moved = [name for name, value in reference.state_dict().items() if not torch.equal(value, initial[name])]
-    assert any("lora_" in name for name in moved)
+    assert any(".text_model.layers." in name and (family == "token" or "lora_" in name) for name in moved)
     for name, value in reference.state_dict().items():
         torch.testing.assert_close(saved["weights"][name], value, atol=2e-5, rtol=1e-4, msg=name)
 
@@ -97,7 +113,7 @@ def test_two_ranks_take_the_rl_steps_of_one_process(tmp_path, family, units):
 def test_lora_syncs_only_the_adapters_the_expert_and_the_heads(tmp_path, family):
     from vla_rl.workers.weight_sync import changing_keys
 
-    policy = build(str(write_tiny_vlm(tmp_path / "vlm", "idefics3")), family)
+    policy = build(str(write_tiny_vlm(tmp_path / "vlm", "idefics3")), family, train="lora")
     keys = changing_keys(policy)
     backbone = {key for key in policy.state_dict() if ".backbone." in key}
     assert {key for key in keys if key in backbone} == {key for key in backbone if "lora_" in key} != set()
