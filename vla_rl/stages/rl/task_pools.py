@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_rl.config import ConfigError
 from contract.config_reader import check_types, require
+from vla_rl.config import ConfigError
 from vla_rl.stages.rl.rollout import Rollout, finished_episode_steps
 
 OUTCOMES = ("success", "failure")
