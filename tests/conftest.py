@@ -13,6 +13,7 @@ for key, value in {
     "MUJOCO_GL": "egl",
     "PYOPENGL_PLATFORM": "egl",
     "RAY_AUTH_MODE": "disabled",
+    "GRPC_ENABLE_FORK_SUPPORT": "false",  # as vla_rl/runtime/process_env.py sets it (gRPC and forked ffmpeg)
     "MALLOC_MMAP_THRESHOLD_": "1000000000",
     "MALLOC_TRIM_THRESHOLD_": "1000000000",
 }.items():

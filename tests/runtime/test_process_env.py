@@ -170,3 +170,42 @@ def test_portable_numerics_reach_the_environment_of_the_process_its_children_and
     for where in ("process", "child", "ray_worker")[: 3 if ray_worker else 2]:
         assert report[where] == PINNED, f"{start}: {where} has {report[where]}"
     assert report["torch"] == "AVX2"  # on an AVX-512 CPU torch would otherwise pick AVX512
+
+
+# A process that serves gRPC (as a remote env's does) while other threads wake often writes and reads back videos:
+# every write forks ffmpeg. Prints the failures.
+WRITE_VIDEOS_BESIDE_GRPC = textwrap.dedent("""
+    import sys, threading, time
+    from concurrent import futures
+    from vla_rl.runtime.process_env import apply_runtime_defaults
+    if sys.argv[1] == "defaults":
+        apply_runtime_defaults()
+    import grpc, imageio.v2 as imageio, numpy as np
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    def spin():
+        while True:
+            time.sleep(0.0005)
+    for _ in range(2):
+        threading.Thread(target=spin, daemon=True).start()
+    frames = np.zeros((5, 32, 32, 3), np.uint8)
+    failures = 0
+    for i in range(int(sys.argv[3])):
+        path = f"{sys.argv[2]}/{i % 4}.mp4"
+        try:
+            imageio.mimwrite(path, frames, fps=10)
+            assert len(imageio.mimread(path)) == 5
+        except Exception:
+            failures += 1
+    print(failures)
+""")
+
+
+def test_videos_written_beside_a_grpc_server_all_decode_with_the_runtime_defaults(tmp_path):
+    """Planted without the default (``GRPC_ENABLE_FORK_SUPPORT`` unset), a few of every 40 writes fail."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", WRITE_VIDEOS_BESIDE_GRPC, "defaults", str(tmp_path), "150"],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0"

@@ -28,5 +28,5 @@ def test_a_dict_config_policy_trains_through_sft_and_saves_its_dict(tiny_dataset
 def test_a_save_pretrained_that_returns_none_is_named_where_sft_saves(tiny_dataset, tmp_path):
     with pytest.raises(PolicyProtocolError, match=r"SavesWithoutReturning.save_pretrained\('.*/best'\) returned None; "
                                                   r"it must return the folder it wrote"):  # fmt: skip
-        run_sft({"factory": "dict_policy:make_saving_without_return"}, "tabletop", ENV_KWARGS, tiny_dataset, tmp_path,
+        run_sft({"factory": "dict_policy:make_saving_without_return", "chunk_size": 2}, "tabletop", ENV_KWARGS, tiny_dataset, tmp_path,
                 CONFIG, seed=0)  # fmt: skip

@@ -16,6 +16,9 @@ DEFAULTS = {
     "RAY_AUTH_MODE": "disabled",
     # glibc malloc arenas: see limit_malloc_arenas (the worker processes Ray starts read it from here).
     "MALLOC_ARENA_MAX": "2",
+    # gRPC (remote envs; Ray) otherwise runs fork handlers in every child this process forks, and those can kill
+    # a child before it execs (ffmpeg writing a video: a broken pipe). No child here uses gRPC after a fork.
+    "GRPC_ENABLE_FORK_SUPPORT": "false",
 }
 
 #: glibc's mallopt parameter number of M_ARENA_MAX (malloc.h).
