@@ -21,7 +21,9 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
     """Start a local Ray instance (or join ``address``) unless one is running.
 
     ``num_cpus`` is the number of logical CPU slots; it may exceed the physical cores, since
-    env, rollout and actor workers mostly take turns. Defaults to max(4, os.cpu_count()).
+    env, rollout and actor workers mostly take turns. Defaults to max(8, os.cpu_count()): every worker holds
+    one slot for its life, so a run whose training workers fill the slots would wait forever for those of its
+    periodic evaluation (a 2-core machine with 4 slots: 2 env workers, rollout, actor, then 2 eval workers).
     """
     if ray.is_initialized():
         return
@@ -39,7 +41,7 @@ def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir
         ray.init(address=address, **kwargs)
     else:
         ray.init(
-            num_cpus=num_cpus or max(4, os.cpu_count() or 1), _temp_dir=temp_dir,
+            num_cpus=num_cpus or max(8, os.cpu_count() or 1), _temp_dir=temp_dir,
             _system_config=LOCAL_SYSTEM_CONFIG, **kwargs,
         )  # fmt: skip
         _start_reaper_once()
