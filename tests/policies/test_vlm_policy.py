@@ -107,40 +107,134 @@ def test_a_missing_folder_is_named(tmp_path):
         build_from_factory(FACTORY, config(tmp_path / "nope"), synthetic_io_spec(), None)
 
 
-def test_bench_policy_vlm_reports_every_mode_and_what_its_sync_carries(capsys):
+def bench_policy_vlm(capsys, *options):
+    """The JSON document of ``vla-rl bench policy --vlm OPTIONS`` at batch 2, one timed round."""
     import json
 
     from vla_rl.cli import main
 
-    assert main(["bench", "policy", "--vlm", "--batch-size", "2", "--repeats", "1", "--vlm-hidden-size", "32"]) == 0
-    document = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (document["batch_size"], document["repeats"], document["vlm"]["hidden_size"]) == (2, 1, 32)
-    result = document["policies"]
-    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full", "token_vla_lora", "expert_vla_lora"}
+    assert main(["bench", "policy", "--vlm", "--batch-size", "2", "--repeats", "1", *options]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def bytes_that_should_travel(policy, train):
+    """The bytes of a weight sync after the first, counted from the weights' names: everything but the frozen
+    backbone's own weights (with LoRA, its ``lora_`` adapters travel), so the action rows, the expert, the heads and
+    the critic do."""
+
+    def travels(key):
+        in_backbone = ".backbone." in f".{key}"
+        return train in (None, "full") or not in_backbone or (train == "lora" and "lora_" in key)
+
+    weights = policy.state_dict()
+    return sum(w.numel() * w.element_size() for key, w in weights.items() if travels(key))
+
+
+def assert_figures_and_sync(result, source, batch_size):
+    import math
+
+    from policies.backbones.benchmark import BENCHMARK_SPEC, _synthetic_stats, benched_policies
+
+    families = {name: benched for name, benched in benched_policies(["pooled", "tokens", "expert"]).items()
+                if name in result}  # fmt: skip
+    assert set(result) == set(families)
     for name, row in result.items():
-        assert row["act_chunks_per_s"]["min"] <= row["act_chunks_per_s"]["median"] <= row["act_chunks_per_s"]["max"]
+        for figure in ("act_chunks_per_s", "ppo_update_samples_per_s"):
+            rates = row[figure]
+            assert all(math.isfinite(rates[key]) and rates[key] > 0 for key in ("median", "min", "max", "per_cpu_s"))
+            assert rates["min"] <= rates["median"] <= rates["max"]
+        benched = families[name]
+        policy = build_from_factory(benched.factory, benched.config(str(source)), BENCHMARK_SPEC.to_dict(),
+                                    _synthetic_stats(BENCHMARK_SPEC))  # fmt: skip
         sync = row["weight_sync"]
-        full_training = name in ("compact_film", "vlm_full")
-        assert (sync["bytes_ratio"] == 1.0) is full_training
-        assert row["trainable_parameters"] < row["parameters"] or full_training
-        # the bytes are those of the trainable parameters (float32; the policies have no persistent buffers)
-        assert round(4 * row["trainable_parameters"] / 2**20, 3) == sync["changing_only"]["megabytes"]
+        everything = sum(w.numel() * w.element_size() for w in policy.state_dict().values())
+        assert sync["all_weights"]["bytes"] == everything
+        assert sync["changing_only"]["bytes"] == bytes_that_should_travel(policy, benched.train), name
+        assert sync["bytes_ratio"] == round(sync["changing_only"]["bytes"] / everything, 4)
+        assert (sync["bytes_ratio"] == 1.0) is (benched.train in (None, "full")), name
+        assert row["trainable_parameters"] < row["parameters"] or benched.train in (None, "full")
+
+
+def test_bench_policy_vlm_measures_every_family_and_syncs_what_trains(capsys, tmp_path):
+    document = bench_policy_vlm(capsys, "--vlm-hidden-size", "32")
+    assert (document["batch_size"], document["repeats"], document["families"]) == (2, 1, ["pooled", "tokens", "expert"])
+    assert document["vlm"] == {"source": None, "architecture": "idefics3", "hidden_size": 32, "num_layers": 2,
+                               "image_size": 64}  # fmt: skip
+    result = document["policies"]
+    assert set(result) == {"compact_film", "vlm_frozen", "vlm_lora", "vlm_full", "token_vla_lora",
+                           "token_vla_lora_autoregressive", "expert_vla_lora"}  # fmt: skip
+    assert result["token_vla_lora"]["options"]["tokens"]["decoding"] == "parallel"
+    assert result["token_vla_lora_autoregressive"]["options"]["tokens"]["decoding"] == "autoregressive"
+    assert result["token_vla_lora"]["log_prob_granularity"] == "dimension"
+    assert result["expert_vla_lora"]["options"]["flow"]["num_inference_steps"] == 5
+    # the same random model the benchmark wrote (the counts depend on its shapes only)
+    source = write_tiny_vlm(tmp_path / "tiny", "idefics3", image_size=64, hidden_size=32, num_layers=2)
+    assert_figures_and_sync(result, source, 2)
     assert result["vlm_frozen"]["trainable_parameters"] < result["vlm_lora"]["trainable_parameters"]
 
 
+def test_bench_policy_vlm_benches_the_model_folder_it_is_given_for_the_chosen_families(capsys, tiny_vlms):
+    source = tiny_vlms["paligemma"]
+    document = bench_policy_vlm(capsys, "--vlm-source", str(source), "--families", "expert", "expert")
+    assert document["families"] == ["expert"]
+    assert document["vlm"] == {"source": str(source), "architecture": "paligemma", "hidden_size": 32, "num_layers": 2,
+                               "image_size": 32}  # fmt: skip
+    assert set(document["policies"]) == {"compact_film", "expert_vla_lora"}
+    assert_figures_and_sync(document["policies"], source, 2)
 
-def test_bench_policy_vlm_without_repeats_hands_the_benchmark_its_default_count(monkeypatch, capsys):
-    """`vla-rl bench policy --vlm` as docs/new_policy_guide.md writes it (no --repeats): an integer count of
-    rounds, not None (which crashed in ``timed``). The benchmark itself runs in the test above."""
+
+def test_the_vlm_bench_families_are_those_the_cli_offers():
+    from policies.backbones.benchmark import FAMILIES
+    from vla_rl.commands.bench import VLM_FAMILIES
+
+    assert tuple(FAMILIES) == VLM_FAMILIES
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--vlm", "--vlm-source", "{missing}"], "--vlm-source"),
+    (["--vlm", "--vlm-source", "{tiny}", "--vlm-hidden-size", "32"], "--vlm-hidden-size"),
+    (["--vlm", "--vlm-source", "{tiny}", "--vlm-architecture", "smolvlm"], "--vlm-architecture"),
+    (["--vlm", "--vlm-hidden-size", "30"], "--vlm-hidden-size"),
+    (["--vlm", "--batch-size", "0"], "--batch-size"),
+    (["--vlm", "--repeats", "0"], "--repeats"),
+    (["--families", "tokens"], "--families"),
+    (["--vlm-source", "{tiny}"], "--vlm-source"),
+])  # fmt: skip
+def test_bench_policy_vlm_names_the_option_that_is_wrong(capsys, tiny_vlms, tmp_path, monkeypatch, options, named):
+    import policies.backbones.benchmark as benchmark
+    from vla_rl.cli import main
+
+    monkeypatch.setattr(benchmark, "run_vlm_benchmark", lambda **_: pytest.fail("ran despite a wrong option"))
+    paths = {"missing": tmp_path / "nope", "tiny": tiny_vlms["idefics3"]}
+    assert main(["bench", "policy", *[option.format(**paths) for option in options]]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "Traceback" not in error
+
+
+def test_an_unknown_family_is_refused_by_the_parser_naming_the_option(capsys):
+    from vla_rl.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "policy", "--vlm", "--families", "pooled", "diffusion"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--families" in error and "'diffusion'" in error and "tokens" in error
+
+
+def test_bench_policy_vlm_without_options_leaves_the_benchmark_its_defaults(monkeypatch, capsys):
+    """`vla-rl bench policy --vlm` as docs/new_policy_guide.md writes it (no --repeats): the benchmark's own
+    defaults (a count of rounds, not None, which crashed in ``timed``). The benchmark itself runs in the tests above."""
+    import inspect
     import json
 
     import policies.backbones.benchmark as benchmark
     from vla_rl.cli import main
 
+    defaults = {name: p.default for name, p in inspect.signature(benchmark.run_vlm_benchmark).parameters.items()}
     calls = []
-    monkeypatch.setattr(benchmark, "run_vlm_benchmark", lambda *args: calls.append(args) or {"repeats": args[1]})
+    monkeypatch.setattr(benchmark, "run_vlm_benchmark", lambda **kwargs: calls.append(kwargs) or {"ok": True})
     assert main(["bench", "policy", "--vlm"]) == 0
-    (batch_size, repeats, architecture, hidden_size), = calls
-    assert isinstance(repeats, int) and repeats >= 1
-    assert (batch_size, architecture, hidden_size) == (32, "idefics3", 64)
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"repeats": repeats}
+    assert calls == [{"batch_size": 32}]
+    assert isinstance(defaults["repeats"], int) and defaults["repeats"] >= 1
+    assert (defaults["source"], tuple(defaults["families"])) == (None, ("pooled", "tokens", "expert"))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"ok": True}

@@ -1,5 +1,11 @@
 """`vla-rl bench env | policy [--vlm] | rollout | update | alignment`: benchmarks that print one JSON object.
 
+``policy --vlm`` measures, beside the compact policy, the policies with a VLM under the actions: the pooled VLM
+(frozen, LoRA, full), the action-token VLA (parallel and autoregressive decoding) and the action-expert VLA, each
+with act and PPO-update throughput and the bytes a weight sync carries (``--families`` picks among them; the keys
+are listed in ``policies/backbones/benchmark.py``). The VLM is a tiny random one unless ``--vlm-source DIR`` names a
+model folder, e.g. ``--vlm-source assets/tabletop_vlm``.
+
 ``rollout`` and ``update`` build the trainer's worker groups from the config `vla-rl train` would compose
 (the default experiment unless an ``experiment=`` is given) and take Hydra overrides after the target, e.g.
 ``vla-rl bench rollout trainer.envs_per_stage=8``. ``alignment``
@@ -13,6 +19,7 @@ import argparse
 import inspect
 import json
 import sys
+from pathlib import Path
 
 from vla_rl.benchmarks.compare import (
     HEADLINE_FIGURES,
@@ -25,12 +32,21 @@ from vla_rl.benchmarks.compare import (
 from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
 TARGETS_WITH_OVERRIDES = ("rollout", "update", "alignment")
+#: ``--families`` of ``bench policy --vlm``: the keys of ``policies.backbones.benchmark.FAMILIES`` (tested equal; not
+#: imported, so that the parser builds without torch).
+VLM_FAMILIES = ("pooled", "tokens", "expert")
+VLM_OPTIONS = ("families", "vlm_source", "vlm_architecture", "vlm_hidden_size")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.overrides and args.target not in TARGETS_WITH_OVERRIDES:
         print(f"vla-rl bench {args.target}: takes no config overrides (got {' '.join(args.overrides)}); "
               f"overrides are for {' and '.join(TARGETS_WITH_OVERRIDES)}; use the --options instead", file=sys.stderr)  # fmt: skip
+        return 2
+    vlm_options = [f"--{name.replace('_', '-')}" for name in VLM_OPTIONS if getattr(args, name) is not None]
+    if vlm_options and not (args.target == "policy" and args.vlm):
+        print(f"vla-rl bench {args.target}: {' and '.join(vlm_options)} are options of `bench policy --vlm`; "
+              "add --vlm (and the target policy)", file=sys.stderr)  # fmt: skip
         return 2
     if (args.compare or args.variants) and args.target not in HEADLINE_FIGURES:
         print(f"vla-rl bench {args.target}: --compare and --variants are for {' and '.join(HEADLINE_FIGURES)}", file=sys.stderr)
@@ -64,9 +80,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.target == "alignment":
         result = _alignment_benchmark(args)
     elif args.target == "policy" and args.vlm:
+        problem = _vlm_option_problem(args)
+        if problem:
+            print(f"vla-rl bench policy --vlm: {problem}", file=sys.stderr)
+            return 2
         from policies.backbones.benchmark import run_vlm_benchmark
 
-        result = run_vlm_benchmark(args.batch_size, args.repeats or 5, args.vlm_architecture, args.vlm_hidden_size)
+        given = {"repeats": args.repeats, "architecture": args.vlm_architecture, "hidden_size": args.vlm_hidden_size,
+                 "families": args.families and list(dict.fromkeys(args.families)), "source": args.vlm_source}  # fmt: skip
+        result = run_vlm_benchmark(batch_size=args.batch_size, **{k: v for k, v in given.items() if v is not None})
     elif args.target == "policy":
         from policies.benchmark import run_policy_benchmark
 
@@ -77,6 +99,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = _trainer_benchmark(args.target, args.overrides, args.repeats or 3, args.min_seconds)
     print(json.dumps(result))
     return 0
+
+
+def _vlm_option_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of ``bench policy --vlm`` (None: nothing)."""
+    if args.batch_size < 1:
+        return f"--batch-size {args.batch_size}: give a positive number of observations"
+    if args.repeats is not None and args.repeats < 1:
+        return f"--repeats {args.repeats}: give a positive number of timed rounds"
+    if args.vlm_source is None:
+        if args.vlm_hidden_size is not None and (args.vlm_hidden_size < 4 or args.vlm_hidden_size % 4):
+            return (f"--vlm-hidden-size {args.vlm_hidden_size}: give a positive multiple of 4 (two attention heads "
+                    "of an even size, for the rotary embedding)")  # fmt: skip
+        return None
+    given = [f"--{name.replace('_', '-')}" for name in ("vlm_architecture", "vlm_hidden_size")
+             if getattr(args, name) is not None]  # fmt: skip
+    if given:
+        return (f"{' and '.join(given)} size the tiny random model; --vlm-source {args.vlm_source} brings its own: "
+                "give one or the other")  # fmt: skip
+    if args.vlm_source.startswith("package:"):
+        return None  # resolved (and checked) by the backbone loader
+    folder = Path(args.vlm_source)
+    if not (folder / "config.json").is_file():
+        return (f"--vlm-source {args.vlm_source}: not a model folder (no config.json there); give a local "
+                "...ForConditionalGeneration folder, e.g. assets/tabletop_vlm")  # fmt: skip
+    return None
 
 
 def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seconds: float = 3.0) -> dict:
@@ -142,10 +189,17 @@ def register(commands: argparse._SubParsersAction) -> None:
                        "served by `vla-rl env-server` at HOST:PORT against the same env in this process")  # fmt: skip
     bench.add_argument("--image-size", type=int, default=None, help="bench env --remote: env.kwargs.image_size")
     bench.add_argument("--batch-size", type=int, default=32, help="batch size (bench policy)")
-    bench.add_argument("--vlm", action="store_true", help="bench policy: a tiny VLM policy (frozen, LoRA, full) side "
-                       "by side with the compact one, with the weight sync's bytes and seconds")  # fmt: skip
-    bench.add_argument("--vlm-architecture", default="idefics3", choices=["idefics3", "smolvlm", "paligemma"])
-    bench.add_argument("--vlm-hidden-size", type=int, default=64, help="width of the tiny VLM's towers (bench policy --vlm)")
+    bench.add_argument("--vlm", action="store_true", help="bench policy: the policies with a VLM (pooled: frozen, "
+                       "LoRA, full; the action-token VLA, parallel and autoregressive; the action-expert VLA) side by "
+                       "side with the compact one: act and PPO-update throughput, the weight sync's bytes and seconds")
+    bench.add_argument("--families", nargs="+", choices=VLM_FAMILIES, default=None,
+                       help="bench policy --vlm: which of them beside the compact policy (default: all)")
+    bench.add_argument("--vlm-source", default=None, metavar="DIR", help="bench policy --vlm: the VLM's model folder, "
+                       "e.g. assets/tabletop_vlm (default: a tiny random model, sized by the two options below)")
+    bench.add_argument("--vlm-architecture", default=None, choices=["idefics3", "smolvlm", "paligemma"],
+                       help="bench policy --vlm: the tiny random model's architecture (default: idefics3)")
+    bench.add_argument("--vlm-hidden-size", type=int, default=None,
+                       help="bench policy --vlm: width of the tiny random model's towers (default: 64)")  # fmt: skip
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--repeats", type=int, default=None, help="measured rounds (bench env, rollout, update: 3, "
                        "after a warm-up; policy --vlm: 5; alignment: mini-batches, 10, at least 2)")
