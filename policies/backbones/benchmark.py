@@ -94,7 +94,7 @@ def benched_policies(families: Sequence[str]) -> dict[str, BenchedPolicy]:
     return {**COMPACT, **{name: policy for family in families for name, policy in FAMILIES[family].items()}}
 
 
-def timed(function: Callable[[], Any], repeats: int) -> dict[str, dict[str, float] | float]:
+def timed(function: Callable[[], Any], repeats: int) -> dict[str, float]:
     """Seconds of one call after one warm-up call: wall ``{median, min, max}`` and this process's CPU median."""
     function()
     wall, cpu = [], []
