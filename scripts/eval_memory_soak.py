@@ -20,8 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from envs.registry import resolve
-from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.config import load_config, read_env_section
 from vla_rl.logging.trackers import make_trackers
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import PeriodicEvaluation, policy_spec_from_config
@@ -33,12 +32,11 @@ def main() -> int:
     fresh = len(sys.argv) > 2 and sys.argv[2] == "fresh"
     run = Path(tempfile.mkdtemp())
     cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4"])
-    entry, _ = resolve(str(cfg.env.id))
-    tasks = tuple(resolve_tasks(cfg.env, entry.tasks))
-    kwargs = env_kwargs(cfg.env)
-    spec = policy_spec_from_config(cfg, env_io_spec(entry.name, tasks[0], kwargs), None)
+    env = read_env_section(cfg)
+    tasks, kwargs = env.tasks, env.kwargs
+    spec = policy_spec_from_config(cfg, env_io_spec(env.name, tasks[0], kwargs), None)
     tracker = make_trackers(["jsonl"], run, {}, project="eval-memory-soak")
-    evaluation = PeriodicEvaluation(cfg, spec, entry.name, tasks, kwargs, run, tracker, 2)
+    evaluation = PeriodicEvaluation(cfg, spec, env, tasks, run, tracker, 2)
     weights = evaluation.policy.state_dict()
     rss, first = [], None
     for call in range(calls):

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from envs.registry import resolve
-from vla_rl.config import env_kwargs, read_section, remote_env_config, resolve_tasks
+from vla_rl.config import read_env_section, read_section
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.stages.evaluation.action_sources import (
@@ -50,8 +49,8 @@ def evaluate_from_config(
     """
 
     eval_config = read_eval_section(cfg)
-    entry, _ = resolve(str(cfg.env.id))  # validated by load_config
-    tasks = resolve_tasks(cfg.env, entry.tasks)
+    env = read_env_section(cfg)
+    tasks = list(env.tasks)
     policy_info: dict = {"path": None if policy_path == "expert" else policy_path}
     if policy_path == "expert":
         source = ExpertActionSource(noise_std=eval_config.expert_noise_std, seed=int(cfg.seed))
@@ -63,17 +62,14 @@ def evaluate_from_config(
     settings = EvalSettings(episodes_per_task=eval_config.episodes_per_task, seed=int(cfg.seed),
                             split=eval_config.split, protocol=eval_config.protocol,
                             video=video_settings(eval_config.video))  # fmt: skip
-    kwargs = env_kwargs(cfg.env)
     num_workers = eval_config.num_workers
-    env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
-    envs = make_eval_envs(env_id, kwargs, tasks, eval_config.num_envs, num_workers, seed=int(cfg.seed),
-                          remote=remote_env_config(cfg.env))  # fmt: skip
+    envs = make_eval_envs(env.factory_id, env.kwargs, tasks, eval_config.num_envs, num_workers, seed=int(cfg.seed),
+                          remote=env.remote)  # fmt: skip
     config_dict = OmegaConf.to_container(cfg, resolve=True)
     tracker = make_trackers(list(eval_config.trackers), output, config_dict, project=eval_config.project)
     console = tracker.find(ConsoleTracker)
     bar = console.progress("episodes", len(tasks) * settings.episodes_per_task) if console else None
-    env_info = {"id": str(cfg.env.id), "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
-                "num_envs": envs.num_envs, "num_workers": num_workers}  # fmt: skip
+    env_info = {"id": env.id, "kwargs": env.kwargs_record(), "num_envs": envs.num_envs, "num_workers": num_workers}
     try:
         document, path = evaluate_and_report(
             envs, source, tasks, settings, output, policy_info, env_info, config_dict, tracker=tracker,
