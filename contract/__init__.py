@@ -7,6 +7,8 @@ All three depend on this package and it depends on none of them (``tests/core/te
 - :mod:`contract.import_path`: the one resolver of ``"package.module:attribute"`` import paths (env, policy,
   expert and tracker factories);
 - :mod:`contract.plugins`: the entry-point groups that installed plug-ins declare envs, policies and configs in;
+- :mod:`contract.policy`: the policy protocol (:class:`~contract.policy.Policy`: ``act``, ``evaluate``, ``value``,
+  ``bc_loss``, ``save_pretrained``) and the log-prob granularities the update reduces a head's log-probs to;
 - :mod:`contract.vec_env`: :class:`~contract.vec_env.VecEnv`, the vectorised-env interface of the workers and the
   evaluation (``step_async``/``step_wait``, ``env_method``, ``get_attr``).
 """

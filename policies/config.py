@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from contract.config_reader import read_dataclass
 
@@ -136,6 +136,9 @@ class NormalizationConfig:
     state: str = "mean_std"
 
 
+PolicyConfigT = TypeVar("PolicyConfigT", bound="ActionChunkConfig")
+
+
 @dataclass
 class ActionChunkConfig:
     """What the config of every built-in policy starts with: ``chunk_size``, the actions ``H`` one call returns
@@ -148,6 +151,16 @@ class ActionChunkConfig:
         value = self.chunk_size
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"chunk_size={value!r} must be a positive integer")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as ``config.json`` holds it: nested sections as dicts."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[PolicyConfigT], data: dict[str, Any]) -> PolicyConfigT:
+        """Read ``data`` (``config.json``'s policy, the ``policy`` config section) with the project's one
+        config reader: nested sections become their dataclasses; an unknown key is a ValueError naming it."""
+        return read_dataclass(cls, data, "policy")
 
 
 @dataclass
@@ -166,15 +179,6 @@ class PolicyConfig(ActionChunkConfig):
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 256
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
-        """Read ``data`` (``config.json``'s policy, the ``policy`` config section) with the project's one
-        config reader: nested sections become their dataclasses; an unknown key is a ValueError naming it."""
-        return read_dataclass(cls, data, "policy")
 
 
 @dataclass(frozen=True)

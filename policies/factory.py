@@ -8,8 +8,8 @@ path (``policies.vla:build_policy``, ``policies.backbones.vlm_policy:build_polic
 ``validate_policy_config(config: dict)`` that raises ``ValueError`` naming a bad key; the driver calls it
 before any work.
 
-What the returned module must provide (the policy protocol, checked by ``vla-rl policies check``,
-:mod:`policies.checks`; docs/new_policy_guide.md):
+What the returned module must provide (the policy protocol, :class:`contract.policy.Policy`, checked by
+``vla-rl policies check``, :mod:`policies.checks`; docs/new_policy_guide.md):
 
 - ``act(obs, deterministic=False, generator=None) -> (actions (B, H, A) in env units, extras)``, where
   ``extras`` holds at least ``"log_prob"`` ``(B, H, A)`` and ``"value"`` ``(B,)`` (tensors with leading

@@ -20,11 +20,9 @@ from pathlib import Path
 
 import psutil
 
-from envs.registry import resolve
-from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.config import load_config
 from vla_rl.logging.trackers import make_trackers
-from vla_rl.stages.env_io import env_io_spec
-from vla_rl.stages.rl.experiment import PeriodicEvaluation, policy_spec_from_config
+from vla_rl.stages.rl.experiment import PeriodicEvaluation, plan_rl_run
 
 
 def main() -> int:
@@ -32,13 +30,10 @@ def main() -> int:
     trace = len(sys.argv) > 2 and sys.argv[2] == "trace"
     fresh = len(sys.argv) > 2 and sys.argv[2] == "fresh"
     run = Path(tempfile.mkdtemp())
-    cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4"])
-    entry, _ = resolve(str(cfg.env.id))
-    tasks = tuple(resolve_tasks(cfg.env, entry.tasks))
-    kwargs = env_kwargs(cfg.env)
-    spec = policy_spec_from_config(cfg, env_io_spec(entry.name, tasks[0], kwargs), None)
+    cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4", "trainer.eval_episodes_per_task=2"])
+    plan = plan_rl_run(cfg)
     tracker = make_trackers(["jsonl"], run, {}, project="eval-memory-soak")
-    evaluation = PeriodicEvaluation(cfg, spec, entry.name, tasks, kwargs, run, tracker, 2)
+    evaluation = PeriodicEvaluation(plan, run, tracker)
     weights = evaluation.policy.state_dict()
     rss, first = [], None
     for call in range(calls):

@@ -3,11 +3,8 @@ shares with the compact policy (state, head, value, normalisation, rl_vision; se
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from contract.config_reader import read_dataclass
 from policies.config import (
     ActionChunkConfig,
     HeadConfig,
@@ -69,10 +66,3 @@ class VLMPolicyConfig(ActionChunkConfig):
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 128
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VLMPolicyConfig:
-        return read_dataclass(cls, data, "policy")

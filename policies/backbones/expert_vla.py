@@ -25,7 +25,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from contract.config_reader import read_dataclass
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
 from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
@@ -114,13 +113,6 @@ class ExpertVLAConfig(ActionChunkConfig):
         if self.flow.get("initial_noise", "sample") != "sample" or self.flow.get("detach_embedding", False):
             raise ValueError("policy.flow: the action expert supports initial_noise='sample' and detach_embedding=false")
         return FlowHeadConfig(**self.flow)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExpertVLAConfig:
-        return read_dataclass(cls, data, "policy")
 
 
 class ExpertVLAPolicy(PrefixedVLAPolicy):

@@ -33,7 +33,6 @@ Factory: ``policies.backbones.token_vla:build_policy`` (``policy=token_vla``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from contract.config_reader import read_dataclass
 from policies.backbones.batch_invariant import batch_invariant_method
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
@@ -103,13 +101,6 @@ class TokenVLAConfig(ActionChunkConfig):
                 f"normalization.action={self.normalization.action!r}: action tokens bin [-1, 1], so the action "
                 f"normalisation must map the data there; use one of {', '.join(BOUNDED_MODES)}"
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TokenVLAConfig:
-        return read_dataclass(cls, data, "policy")
 
 
 class TokenVLAPolicy(PrefixedVLAPolicy):

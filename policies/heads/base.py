@@ -31,18 +31,18 @@ A head maps an observation embedding ``(B, D)`` to action chunks ``(B, H, A)`` i
   :meth:`ActionHead.check_rl_features` refuses features of the wrong width (or features given to a head
   built without them) with the shapes named.
 
-:func:`reduce_log_prob` turns per-dimension log-probs into the granularity an
-algorithm asks for.
+:func:`reduce_log_prob` (the policy protocol's, :mod:`contract.policy`) turns per-dimension log-probs into the
+granularity an algorithm asks for.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import nn
 
-LogProbGranularity = Literal["dimension", "action", "chunk"]
+from contract.policy import LogProbGranularity, reduce_log_prob
+
+__all__ = ["ActionHead", "LogProbGranularity", "reduce_log_prob"]
 
 
 class ActionHead(nn.Module):
@@ -108,17 +108,3 @@ class ActionHead(nn.Module):
 
     def set_training_step(self, step: int) -> None:
         """Tell the head the current RL training step (for annealed schedules). Default: no-op."""
-
-
-def reduce_log_prob(log_prob: torch.Tensor, granularity: LogProbGranularity) -> torch.Tensor:
-    """Reduce per-dimension log-probs ``(B, H, A)`` to the asked granularity.
-
-    Returns ``(B, H, A)`` for "dimension", ``(B, H)`` for "action", ``(B,)`` for "chunk".
-    """
-    if granularity == "dimension":
-        return log_prob
-    if granularity == "action":
-        return log_prob.sum(-1)
-    if granularity == "chunk":
-        return log_prob.sum((-2, -1))
-    raise ValueError(f"unknown log-prob granularity {granularity!r}; use 'dimension', 'action' or 'chunk'")

@@ -19,11 +19,9 @@ CORE = ["vla_rl/workers", "vla_rl/algos", "vla_rl/runtime", "vla_rl/logging", "v
 #: package -> the packages it must not import.
 FORBIDDEN = {"contract": {"envs", "policies", "vla_rl"}, "envs": {"policies", "vla_rl"},
              "policies": {"envs", "vla_rl"}}  # fmt: skip
-#: (file, imported module) pairs that break the rule knowingly. The head contract (LogProbGranularity,
-#: reduce_log_prob) is the policy protocol the update reads; VLM pretraining and the backbone benchmark still
+#: (file, imported module) pairs that break the rule knowingly. VLM pretraining and the backbone benchmark still
 #: use the core's learning-rate schedule and weight sync (issue #49: they leave policies/).
-ALLOWED = {("vla_rl/workers/ppo_update.py", "policies.heads.base"),
-           ("policies/backbones/pretrain.py", "vla_rl.algos.lr_schedules"),
+ALLOWED = {("policies/backbones/pretrain.py", "vla_rl.algos.lr_schedules"),
            ("policies/backbones/benchmark.py", "vla_rl.workers.weight_sync")}  # fmt: skip
 
 

@@ -69,7 +69,7 @@ class RecordingGroup:
 
 def test_a_worker_group_stage_is_a_vec_env_that_forwards_to_its_stage():
     group = RecordingGroup()
-    envs = WorkerGroupEvalEnvs(group, stage=1, owns_group=False)
+    envs = WorkerGroupEvalEnvs(group, env_stage=1, owns_group=False)
     assert isinstance(envs, VecEnv) and envs.num_envs == 3
     assert envs.step(np.zeros((3, 2, 2))) == "result"
     assert envs.get_attr("tasks") == ["tasks"] * 3

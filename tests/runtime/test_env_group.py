@@ -24,7 +24,7 @@ def config(**overrides) -> EnvWorkerConfig:
 def test_group_matches_the_same_envs_stepped_in_process(ray_session):
     group = EnvWorkerGroup(config(), num_workers=2, num_cpus_per_worker=0.5)
     try:
-        observation = group.reset(stage=1)
+        observation = group.reset(env_stage=1)
         assert observation["state"].shape == (4, 2)
         # Env j of the whole group gets task j % 2; stage 1 of worker 0 holds global envs 2, 3.
         assert observation["instruction"] == ["move to the red square", "move to the blue square"] * 2
@@ -45,7 +45,7 @@ def test_group_matches_the_same_envs_stepped_in_process(ray_session):
 def test_env_method_reaches_each_workers_envs_by_stage_index_and_merges_in_env_order(ray_session):
     group = EnvWorkerGroup(config(), num_workers=2, num_cpus_per_worker=0.5)
     try:
-        group.reset(stage=0)
+        group.reset(env_stage=0)
         # Stage 0 holds worker 0's global envs 0, 1 and worker 1's 4, 5: tasks alternate from env 0 and env 4.
         assert group.get_attr(0, "tasks") == ["reach_red", "reach_blue"] * 2
         group.env_method(0, "deactivate_envs", indices=[1, 2])  # worker 0's second env, worker 1's first

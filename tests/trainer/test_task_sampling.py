@@ -16,7 +16,7 @@ from tiny_training import TINY_TRAINING
 
 from contract.config_reader import FieldError, read_dataclass
 from vla_rl.config import load_config
-from vla_rl.stages.rl.experiment import rl_run
+from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.rl.task_sampling import (
     TaskSamplingConfig,
     apportion,
@@ -95,7 +95,7 @@ def test_envs_run_the_tasks_their_failure_rates_give_them_and_the_checkpoint_kee
                  "trainer.iterations=1", "trainer.task_sampling.mode=failure", "trainer.task_sampling.floor=0.1",
                  f"run_dir={tmp_path}"]  # fmt: skip
     cfg = load_config(overrides)
-    with rl_run(cfg, tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
         # as if reach had always succeeded and the others never: weights 0.1, 1, 1 over 8 envs, 1 each at least
         trainer.state.task_success = {"reach": 1.0, "lift": 0.0, "open_drawer": 0.0}
         trainer.state.env_tasks = trainer.collector.initial_env_tasks()

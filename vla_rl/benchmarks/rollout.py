@@ -46,13 +46,13 @@ def random_action_steps(
     """
     rng = np.random.default_rng(derived_seed(seed, round_index, "random actions"))
     size = env_group.stage_size
-    for stage in range(env_group.num_stages):
-        env_group.reset(stage, seeds=[derived_seed(seed, round_index, 0, stage * size + j) for j in range(size)])
+    for env_stage in range(env_group.num_stages):
+        env_group.reset(env_stage, seeds=[derived_seed(seed, round_index, 0, env_stage * size + j) for j in range(size)])
     executed = 0
     for _ in range(num_steps):
         chunks = [rng.uniform(low, high, (size, chunk_size, low.shape[0])).astype(np.float32)
                   for _ in range(env_group.num_stages)]  # fmt: skip
-        pending = [env_group.step_async(stage, chunk) for stage, chunk in enumerate(chunks)]
+        pending = [env_group.step_async(env_stage, chunk) for env_stage, chunk in enumerate(chunks)]
         executed += sum(int(env_group.step_wait(p).steps_executed.sum()) for p in pending)
     return executed
 

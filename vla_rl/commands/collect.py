@@ -8,12 +8,15 @@ from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from vla_rl.config import load_config
-    from vla_rl.stages.collect import collect_from_config
+    from vla_rl.stages import collect
 
     cfg = load_config(args.overrides)
+    plan = collect.plan_collect(cfg)
     with recording(args, cfg, "collect") as record:
-        result = collect_from_config(cfg)
+        result = collect.run(plan, Path(plan.collect.output))
         record.add_output("demonstrations", result.dataset_path)
         record.add_output("statistics", result.stats_path)
     print(f"demonstrations: {result.dataset_path}")

@@ -64,16 +64,16 @@ def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
     stages = list(cfg.experiment.stages) if "experiment" in cfg else []
     if command not in ("train", "eval") or (command == "train" and "eval" not in stages and "rl" not in stages):
         return None
-    from envs.registry import resolve
-    from vla_rl.config import resolve_tasks
+    from vla_rl.config import read_env_section
+    from vla_rl.stages.evaluation.from_config import read_eval_section
     from vla_rl.stages.evaluation.metrics import evaluation_seed
 
-    tasks = resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)
-    split, episodes, seed = str(cfg.eval.split), int(cfg.eval.episodes_per_task), int(cfg.seed)
+    tasks, config = read_env_section(cfg).tasks, read_eval_section(cfg)
+    split, episodes, seed = config.split, config.episodes_per_task, int(cfg.seed)
     protocol: dict[str, Any] = {
         "final": command == "eval" or "eval" in stages,
-        "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": bool(cfg.eval.deterministic),
-        "policy": str(cfg.eval.policy) if command == "eval" else "the sft and final policies of the run",
+        "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": config.deterministic,
+        "policy": config.policy if command == "eval" else "the sft and final policies of the run",
         "tasks": list(tasks),
         "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
     }  # fmt: skip

@@ -42,7 +42,7 @@ def env_under_test(target: str, overrides: list[str], all_tasks: bool) -> EnvUnd
         UnknownEnvError, ImportError, ValueError: the env id does not resolve (the message says why).
     """
     from envs.registry import registered, resolve
-    from vla_rl.config import ConfigError, env_kwargs, group_options, load_config, resolve_tasks
+    from vla_rl.config import ConfigError, group_options, load_config, read_env_section
 
     name, _, task = target.partition("/")
     if ":" in name or name in registered():
@@ -57,10 +57,9 @@ def env_under_test(target: str, overrides: list[str], all_tasks: bool) -> EnvUnd
         raise ConfigError(f"{target!r} is no registered env (`vla-rl envs list`), no import path "
                           f"'package.module:function' and no env config; env configs: {', '.join(group_options('env'))} "
                           "(add your folder with --config-dir DIR)")  # fmt: skip
-    env_id = str(cfg.env.id)
-    entry, _ = resolve(env_id)
-    tasks = tuple(entry.tasks or (None,)) if all_tasks else tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
-    return EnvUnderTest(env_id.partition("/")[0], tasks, env_kwargs(cfg.env))
+    env = read_env_section(cfg)
+    tasks = tuple(resolve(env.id)[0].tasks or (None,)) if all_tasks else env.tasks or (None,)
+    return EnvUnderTest(env.factory_id, tasks, env.kwargs)
 
 
 def cmd_envs_check(args: argparse.Namespace) -> int:

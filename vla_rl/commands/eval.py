@@ -11,13 +11,13 @@ from vla_rl.commands.common import add_config_arguments, recording
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from vla_rl.config import load_config
-    from vla_rl.stages.evaluation import PolicyLoadError
-    from vla_rl.stages.evaluation.from_config import evaluate_from_config
+    from vla_rl.stages.evaluation import PolicyLoadError, from_config
 
     cfg = load_config(args.overrides)
     try:
         with recording(args, cfg, "eval") as record:
-            document, path = evaluate_from_config(cfg, str(cfg.eval.policy), Path(str(cfg.eval.output)), record.path)
+            plan = from_config.plan_eval(cfg, record.path)
+            document, path = from_config.run(plan, Path(plan.eval.output))
             record.add_output("eval_info", path)
     except PolicyLoadError as error:
         print(f"vla-rl eval: {error}", file=sys.stderr)
@@ -27,7 +27,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for suite, summary in document.get("suites", {}).items():
         print_summary(f"suite {suite}", summary)
     print_summary("overall", document["overall"])
-    print(f"eval_info: {path} ({cfg.eval.split} split)")
+    print(f"eval_info: {path} ({plan.eval.split} split)")
     return 0
 
 

@@ -9,27 +9,18 @@ from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from omegaconf import OmegaConf
+    from pathlib import Path
 
-    from vla_rl.config import env_kwargs, load_config
+    from vla_rl.config import load_config
+    from vla_rl.stages.sft import training
     from vla_rl.stages.sft.batches import DatasetError
-    from vla_rl.stages.sft.config import read_sft_section
-    from vla_rl.stages.sft.training import run_sft
+    from vla_rl.stages.sft.config import plan_sft
 
     cfg = load_config(args.overrides)
-    section = cfg.sft
-    sft_config = read_sft_section(section)
+    plan = plan_sft(cfg)
     try:
         with recording(args, cfg, "sft") as record:
-            result = run_sft(
-                policy_config=OmegaConf.to_container(cfg.policy, resolve=True),
-                env_id=str(cfg.env.id),
-                env_kwargs=env_kwargs(cfg.env),
-                dataset=str(section.dataset),
-                output_dir=str(section.output),
-                sft_config=sft_config,
-                seed=int(cfg.seed),
-            )
+            result = training.run(plan, Path(plan.output))
             record.add_output("policy", result.policy_dir)
             record.add_output("metrics", result.metrics_path)
     except DatasetError as error:

@@ -16,13 +16,18 @@ key and lists the allowed keys or values.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
+
+from vla_rl.config.env import EnvConfig, env_kwargs, read_env_section, remote_env_config, resolve_tasks
+from vla_rl.config.errors import ConfigError
+
+__all__ = ["ConfigError", "EnvConfig", "env_kwargs", "load_config", "read_env_section", "read_section",
+           "remote_env_config", "resolve_tasks"]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Extra config folders (os.pathsep-separated), searched after the vla-rl configs.
@@ -32,10 +37,6 @@ ENV_BY_ID = "id_only"
 #: Sections whose every field the composed config holds (their dataclass defaults come first).
 DATACLASS_SECTIONS = ("algo.", "trainer.", "sft.")
 _command_line_dirs: list[Path] = []
-
-
-class ConfigError(ValueError):
-    """A config key or value is wrong; the message names it and what is allowed."""
 
 
 def config_dir() -> Path:
@@ -113,7 +114,7 @@ def prepare_overrides(overrides: Sequence[str]) -> list[str]:
     - ``env.id=X`` without an ``env=`` choice selects ``env=id_only`` too: the env starts from clean settings
       (every task of X, the factory's own defaults), not from the tasks and kwargs of the default env.
     - ``env.kwargs.K=V`` becomes ``++env.kwargs.K=V`` (set or add): env options are checked against the
-      parameters of the env's factory (:func:`validate_env_config`), not against the keys of an env file.
+      parameters of the env's factory (:func:`read_env_section`), not against the keys of an env file.
       ``env.remote*=V`` too: the remote env keys (:func:`remote_env_config`) are in no env file.
     - ``+algo.K=V`` (and ``+trainer.``, ``+sft.``) becomes ``++algo.K=V``: every field of those sections is in
       the composed config (:mod:`vla_rl.config.defaults`), and an older command that added one keeps working.
@@ -302,7 +303,7 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"config lacks the key '{key}'")
     if not isinstance(cfg.seed, int):
         raise ConfigError(f"'seed' must be an integer, got {cfg.seed!r}")
-    validate_env_config(cfg.env)
+    env = read_env_section(cfg)
     read_section(cfg, "collect", CollectConfig)
     if "sft" in cfg:
         validate_sft_config(cfg.sft)
@@ -315,11 +316,9 @@ def validate_config(cfg: DictConfig) -> None:
 
         read_section(cfg, "record", RecordConfig)
     if "algo" in cfg and "trainer" in cfg:
-        from envs.registry import resolve
         from vla_rl.stages.rl.config import validate_rl_sections
 
-        num_tasks = len(resolve_tasks(cfg.env, resolve(str(cfg.env.id))[0].tasks)) if "env" in cfg else 1
-        validate_rl_sections(cfg, num_tasks)
+        validate_rl_sections(cfg, len(env.tasks))
 
 
 def validate_policy_section(policy_cfg: DictConfig) -> None:
@@ -381,73 +380,3 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"sft stage's policy would replace it); to start from {init_policy}, run experiment.stages=[{','.join(kept)}]"
             ", else drop trainer.init_policy"
         )
-
-
-def validate_env_config(env_cfg: DictConfig) -> None:
-    """The env id and tasks exist; kwargs are parameters of the env's factory."""
-    from envs.registry import UnknownEnvError, resolve
-
-    if OmegaConf.is_missing(env_cfg, "id"):
-        raise ConfigError("'env.id' is not set: give env.id=NAME (`vla-rl envs list`) or env.id=pkg.module:function")
-    try:
-        entry, _ = resolve(str(env_cfg.id))
-    except (UnknownEnvError, ImportError, ValueError) as error:
-        raise ConfigError(f"'env.id': {error}") from None
-    tasks = resolve_tasks(env_cfg, entry.tasks)
-    for task in tasks:
-        if task not in entry.tasks:
-            raise ConfigError(f"'env.tasks': env {entry.name!r} has no task {task!r}; allowed: {', '.join(entry.tasks)}")
-    remote_env_config(env_cfg)
-    factory = entry.load_factory()
-    parameters = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    allowed = [name for name in parameters if name != "task"]
-    for key in env_cfg.get("kwargs") or {}:
-        if key not in parameters and not takes_any:
-            raise ConfigError(f"unknown env option 'env.kwargs.{key}' for {entry.name!r}; allowed: {', '.join(allowed)}")
-
-
-def resolve_tasks(env_cfg: DictConfig, available: Sequence[str]) -> list[str]:
-    """``env.tasks`` as a list of task names (``all`` means every task of the env)."""
-    tasks = env_cfg.get("tasks")
-    if tasks is None or tasks == "all":
-        return list(available)
-    if isinstance(tasks, str):
-        return [tasks]
-    if isinstance(tasks, ListConfig | list | tuple):
-        return [str(t) for t in tasks]
-    raise ConfigError(f"'env.tasks' must be a task name, a list of task names or 'all', got {tasks!r}")
-
-
-def env_kwargs(env_cfg: DictConfig) -> dict[str, Any]:
-    """The factory keyword arguments of ``env.kwargs`` as plain Python values."""
-    kwargs = OmegaConf.to_container(env_cfg.get("kwargs") or OmegaConf.create({}), resolve=True)
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-
-
-#: ``env.<key>`` -> field of :class:`envs.remote.client.RemoteEnvConfig` (``env.remote`` is the address).
-REMOTE_ENV_KEYS = {"remote": "address", "remote_rate": "rate", "remote_burst": "burst", "remote_timeout_s": "timeout_s",
-                   "remote_retries": "retries", "remote_connect_timeout_s": "connect_timeout_s"}  # fmt: skip
-
-
-def remote_env_config(env_cfg: DictConfig) -> Any:
-    """The :class:`envs.remote.client.RemoteEnvConfig` of ``env.remote=HOST:PORT`` and its ``env.remote_*`` keys,
-    or None when the envs run in the env workers themselves (no ``env.remote``).
-
-    Raises:
-        ConfigError: an unknown ``env.remote_*`` key, a ``remote_*`` key without ``env.remote``, or a bad value.
-    """
-    from envs.remote.client import RemoteEnvConfig
-
-    given = {key: env_cfg[key] for key in env_cfg if str(key).startswith("remote") and env_cfg[key] is not None}
-    for key in given:
-        if key not in REMOTE_ENV_KEYS:
-            raise ConfigError(f"unknown config key 'env.{key}'; remote env keys: {', '.join('env.' + k for k in REMOTE_ENV_KEYS)}")
-    if not given:
-        return None
-    if "remote" not in given:
-        raise ConfigError(f"{', '.join('env.' + k for k in given)} set without 'env.remote=HOST:PORT' (the env server)")
-    try:
-        return RemoteEnvConfig(**{REMOTE_ENV_KEYS[key]: value for key, value in given.items()})
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"'env.remote': {error}") from None

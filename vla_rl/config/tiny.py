@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from vla_rl.config import load_config
+from vla_rl.config import load_config, read_env_section
 
 TINY = [
     "experiment.stages=[rl]",
@@ -31,7 +31,7 @@ def tiny_overrides(experiment: str) -> list[str]:
     overrides = [f"experiment={experiment}", *TINY]
     overrides += [f"policy.{key}={value}" for key, value in TINY_POLICY.items()
                   if OmegaConf.select(cfg.policy, key) is not None]  # fmt: skip
-    if cfg.env.id == "tabletop":
+    if read_env_section(cfg).id == "tabletop":
         overrides += ["env.tasks=[reach]", "env.kwargs.image_size=32"]
     else:
         overrides += ["env.kwargs.image_size=32", "trainer.envs_per_stage=1", "trainer.num_stages=1"]

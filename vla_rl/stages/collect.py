@@ -25,7 +25,7 @@ from tqdm import tqdm
 from contract.config_reader import check_types, require
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
-from vla_rl.config import env_kwargs, read_section, resolve_tasks
+from vla_rl.config import EnvConfig, read_env_section, read_section
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 from vla_rl.stages.sft.target_frames import collect_target_frames
 from vla_rl.workers.chunked_envs import check_env_output
@@ -179,13 +179,29 @@ def _settings_of_older_collection(output: Path, current: dict[str, Any]) -> dict
         return {**current, "env_id": str(attrs.get("env_id")), "env_kwargs": json.loads(attrs.get("env_kwargs", "{}"))}
 
 
-def collect_from_config(cfg: DictConfig) -> CollectionResult:
-    """The collection ``cfg`` asks for (``vla-rl collect`` and the experiment's collect stage): the ``env`` section
-    and the ``collect`` section, read once as a :class:`CollectConfig`, into :func:`collect_demonstrations`."""
-    config = read_section(cfg, "collect", CollectConfig)
-    entry, _ = resolve(str(cfg.env.id))
+@dataclass(frozen=True)
+class CollectPlan:
+    """What the collect stage reads of the config (:func:`plan_collect`): the ``env`` and ``collect`` sections."""
+
+    env: EnvConfig
+    collect: CollectConfig
+
+
+def plan_collect(cfg: DictConfig) -> CollectPlan:
+    """The ``env`` and ``collect`` sections of ``cfg`` as a :class:`CollectPlan`.
+
+    Raises:
+        ConfigError: a wrong key or value, named.
+    """
+    return CollectPlan(read_env_section(cfg), read_section(cfg, "collect", CollectConfig))
+
+
+def run(plan: CollectPlan, run_dir: Path) -> CollectionResult:
+    """The collection ``plan`` asks for into ``run_dir`` (``vla-rl collect`` and the experiment's collect stage
+    pass ``collect.output``): :func:`collect_demonstrations` of its env's tasks."""
+    env, config = plan.env, plan.collect
     return collect_demonstrations(
-        str(cfg.env.id), resolve_tasks(cfg.env, entry.tasks), env_kwargs(cfg.env), config.output,
+        env.id, list(env.tasks), env.kwargs, run_dir,
         config.episodes_per_task, config.noise_std, config.keep_failed, config.max_attempts_per_episode,
         config.valid_fraction, config.seed, target_frames_per_task=config.target_frames_per_task,
         dataset_format=config.format, video_codec=config.video_codec,

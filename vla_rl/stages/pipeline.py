@@ -33,33 +33,28 @@ logger = logging.getLogger(__name__)
 
 
 def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.stages.collect import collect_from_config
+    from vla_rl.stages import collect
 
-    result = collect_from_config(cfg)
+    plan = collect.plan_collect(cfg)
+    result = collect.run(plan, Path(plan.collect.output))
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "
           f"{result.dataset_path}" + (f"; target frames in {result.target_frames_path}" if result.target_frames_path else ""))
 
 
 def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.config import env_kwargs
-    from vla_rl.stages.sft.config import read_sft_section
-    from vla_rl.stages.sft.training import run_sft
+    from vla_rl.stages.sft import training
+    from vla_rl.stages.sft.config import plan_sft
 
-    section = cfg.sft
-    sft_config = read_sft_section(section)
-    result = run_sft(
-        policy_config=OmegaConf.to_container(cfg.policy, resolve=True), env_id=str(cfg.env.id),
-        env_kwargs=env_kwargs(cfg.env), dataset=str(section.dataset), output_dir=str(section.output),
-        sft_config=sft_config, seed=int(cfg.seed),
-    )  # fmt: skip
+    plan = plan_sft(cfg)
+    result = training.run(plan, Path(plan.output))
     state["policy"] = str(result.policy_dir)
     state["sft_policy"] = str(result.policy_dir)
     print(f"[sft] {result.num_steps} steps in {result.seconds:.0f} s; policy: {result.policy_dir}")
 
 
 def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.stages.evaluation.from_config import evaluate_policy_folders
+    from vla_rl.stages.evaluation.from_config import evaluate_policy_folders, plan_eval
 
     folders = {name: state[key] for name, key in (("sft", "sft_policy"), ("final", "policy")) if key in state}
     if "sft" in folders and folders["sft"] == folders.get("final"):
@@ -67,21 +62,20 @@ def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     if not folders:
         raise ConfigError("'experiment.stages': eval needs a policy from an earlier sft or rl stage")
     record = run_dir / RECORD_FILE
-    state["eval"] = evaluate_policy_folders(cfg, folders, run_dir / "eval", record if record.is_file() else None)
+    plan = plan_eval(cfg, record if record.is_file() else None)
+    state["eval"] = evaluate_policy_folders(plan, folders, run_dir / "eval")
 
 
 def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.stages.rl.experiment import rl_run
+    from vla_rl.stages.rl import experiment
 
-    with rl_run(cfg, run_dir / "rl", init_policy=state.get("policy")) as trainer:
-        final = trainer.fit()
-        latest = trainer.checkpoint_root / "latest"
-    state["env_steps"] = final.env_steps
-    state["rl_iterations"] = final.iteration
-    if latest.is_file():
-        state["policy"] = str(trainer.checkpoint_root / latest.read_text().strip() / "policy")
-    stopped = f" (of {trainer.config.iterations}: {trainer.stop_reason})" if trainer.stop_reason else ""
-    print(f"[rl] {final.iteration} iterations{stopped}, {final.env_steps} env steps; "
+    result = experiment.run(experiment.plan_rl_run(cfg, init_policy=state.get("policy")), run_dir / "rl")
+    state["env_steps"] = result.env_steps
+    state["rl_iterations"] = result.iterations
+    if result.policy is not None:
+        state["policy"] = str(result.policy)
+    stopped = f" (of {result.planned_iterations}: {result.stop_reason})" if result.stop_reason else ""
+    print(f"[rl] {result.iterations} iterations{stopped}, {result.env_steps} env steps; "
           f"metrics: {run_dir / 'rl' / 'metrics.jsonl'}")
     if "policy" in state:
         print(f"[rl] policy: {state['policy']}")

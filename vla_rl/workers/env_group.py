@@ -63,7 +63,7 @@ def _discard(future: Any) -> None:
 
 @dataclass
 class _PendingStep:
-    stage: int
+    env_stage: int
     futures: list[Any]
     actions: np.ndarray
 
@@ -110,12 +110,12 @@ class EnvWorkerGroup:
             num_cpus=self.num_cpus_per_worker, resources=dict(self.resources), max_restarts=0
         ).remote(self._config_of(index))
 
-    def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
+    def reset(self, env_stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
         """Reset the envs of ``stage``; per-env lists are in stage env order."""
         size = self.envs_per_stage
         futures = [
             worker.reset.remote(
-                stage,
+                env_stage,
                 None if seeds is None else list(seeds[i * size : (i + 1) * size]),
                 None if init_states is None else list(init_states[i * size : (i + 1) * size]),
                 None if tasks is None else list(tasks[i * size : (i + 1) * size]),
@@ -127,58 +127,58 @@ class EnvWorkerGroup:
         except ray.exceptions.RayTaskError as error:
             raise_env_output_error(error)
             raise
-        self._last_observation[stage] = observation
+        self._last_observation[env_stage] = observation
         for index in range(self.num_workers):
-            self._replaced.discard((index, stage))
-            self._fresh.pop((index, stage), None)
+            self._replaced.discard((index, env_stage))
+            self._fresh.pop((index, env_stage), None)
         return observation
 
-    def step_async(self, stage: int, action_chunks: np.ndarray) -> _PendingStep:
+    def step_async(self, env_stage: int, action_chunks: np.ndarray) -> _PendingStep:
         """Start stepping ``stage`` with ``action_chunks`` ``(stage_size, H, A)``; finish with :meth:`step_wait`."""
         if action_chunks.shape[0] != self.stage_size:
-            raise ValueError(f"stage {stage} has {self.stage_size} envs, got {action_chunks.shape[0]} action chunks")
+            raise ValueError(f"env stage {env_stage} has {self.stage_size} envs, got {action_chunks.shape[0]} action chunks")
         size = self.envs_per_stage
         futures = [
-            None if (i, stage) in self._replaced else worker.step.remote(stage, action_chunks[i * size : (i + 1) * size])
+            None if (i, env_stage) in self._replaced else worker.step.remote(env_stage, action_chunks[i * size : (i + 1) * size])
             for i, worker in enumerate(self.workers)
         ]
-        return _PendingStep(stage, futures, action_chunks)
+        return _PendingStep(env_stage, futures, action_chunks)
 
     def step_wait(self, pending: _PendingStep) -> ChunkResult:
         parts = []
         for index, future in enumerate(pending.futures):
             # This worker was replaced while another stage stepped: before this step was sent (no future), or
             # after it was queued at the dead worker (the future fails; nothing of it is needed).
-            if future is None or (index, pending.stage) in self._replaced:
+            if future is None or (index, pending.env_stage) in self._replaced:
                 if future is not None:
                     _discard(future)
-                part = self._truncated_part(index, pending.stage, self._fresh.pop((index, pending.stage)))
+                part = self._truncated_part(index, pending.env_stage, self._fresh.pop((index, pending.env_stage)))
             else:
                 try:
                     part = ray.get(future)
                 except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
                     raise_env_output_error(error)
-                    part = self._replace_worker(index, pending.stage, error)
+                    part = self._replace_worker(index, pending.env_stage, error)
             parts.append(part)
         result = concat_results(parts, self.envs_per_stage)
-        self._last_observation[pending.stage] = result.observation
+        self._last_observation[pending.env_stage] = result.observation
         return result
 
-    def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
-        return self.step_wait(self.step_async(stage, action_chunks))
+    def step(self, env_stage: int, action_chunks: np.ndarray) -> ChunkResult:
+        return self.step_wait(self.step_async(env_stage, action_chunks))
 
-    def _slice_observation(self, stage: int, index: int) -> Observation:
+    def _slice_observation(self, env_stage: int, index: int) -> Observation:
         size = self.envs_per_stage
-        observation = self._last_observation[stage]
+        observation = self._last_observation[env_stage]
         return {
             "images": {k: v[index * size : (index + 1) * size] for k, v in observation["images"].items()},
             "state": observation["state"][index * size : (index + 1) * size],
             "instruction": observation["instruction"][index * size : (index + 1) * size],
         }
 
-    def _truncated_part(self, index: int, stage: int, fresh: Observation) -> ChunkResult:
+    def _truncated_part(self, index: int, env_stage: int, fresh: Observation) -> ChunkResult:
         """Every env of (worker, stage) ended by truncation; ``fresh`` is the replacement's observation."""
-        self._replaced.discard((index, stage))
+        self._replaced.discard((index, env_stage))
         size = self.envs_per_stage
         return ChunkResult(
             observation=fresh,
@@ -188,10 +188,10 @@ class EnvWorkerGroup:
             success=np.zeros(size, bool),
             steps_executed=np.zeros(size, np.int64),
             active=np.ones(size, bool),
-            final_observation=self._slice_observation(stage, index),
+            final_observation=self._slice_observation(env_stage, index),
         )
 
-    def _replace_worker(self, index: int, stage: int, error: BaseException) -> ChunkResult:
+    def _replace_worker(self, index: int, env_stage: int, error: BaseException) -> ChunkResult:
         description = describe_actor_failure(error)
         logger.warning("env worker %d failed; replacing it. Original error:\n%s", index, description)
         self.failures.append(description)
@@ -207,10 +207,10 @@ class EnvWorkerGroup:
             ray.get([self.workers[index].env_method.remote(s, "deactivate_envs", indices=everyone)
                      for s in range(self.num_stages)])  # fmt: skip
         for other in range(self.num_stages):
-            if other != stage:
+            if other != env_stage:
                 self._replaced.add((index, other))
                 self._fresh[(index, other)] = fresh[other]
-        return self._truncated_part(index, stage, fresh[stage])
+        return self._truncated_part(index, env_stage, fresh[env_stage])
 
     # ------------------------------------------------------------------ evaluation helpers
     def _split_indices(self, indices) -> list[list[int]]:
@@ -221,10 +221,10 @@ class EnvWorkerGroup:
             parts[int(index) // size].append(int(index) % size)
         return parts
 
-    def env_spec(self, stage: int = 0) -> Any:
-        return ray.get(self.workers[0].env_method.remote(stage, "env_spec"))
+    def env_spec(self, env_stage: int = 0) -> Any:
+        return ray.get(self.workers[0].env_method.remote(env_stage, "env_spec"))
 
-    def env_method(self, stage: int, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
+    def env_method(self, env_stage: int, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
         """:meth:`ChunkedEnvs.env_method` on stage ``stage`` of every worker, merged in env order.
 
         ``indices`` are stage env indices; each worker gets its own, local ones (possibly none). The workers'
@@ -232,16 +232,16 @@ class EnvWorkerGroup:
         re-keyed to stage env indices; None when the method returns nothing.
         """
         if indices is None:
-            futures = [w.env_method.remote(stage, name, *args, **kwargs) for w in self.workers]
+            futures = [w.env_method.remote(env_stage, name, *args, **kwargs) for w in self.workers]
         else:
             parts = self._split_indices(indices)
-            futures = [w.env_method.remote(stage, name, *args, indices=part, **kwargs)
+            futures = [w.env_method.remote(env_stage, name, *args, indices=part, **kwargs)
                        for w, part in zip(self.workers, parts, strict=True)]  # fmt: skip
         return self._merge(ray.get(futures))
 
-    def get_attr(self, stage: int, name: str) -> list[Any]:
+    def get_attr(self, env_stage: int, name: str) -> list[Any]:
         """:meth:`ChunkedEnvs.get_attr` of stage ``stage`` of every worker, concatenated in env order."""
-        return self._merge(ray.get([w.get_attr.remote(stage, name) for w in self.workers]))
+        return self._merge(ray.get([w.get_attr.remote(env_stage, name) for w in self.workers]))
 
     def _merge(self, parts: list[Any]) -> Any:
         if all(part is None for part in parts):

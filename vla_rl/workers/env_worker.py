@@ -82,8 +82,8 @@ class EnvWorker:
         self.config = config
         make = env_maker(config.env_factory, config.env_factory_options)
         self.stages: list[ChunkedEnvs] = []
-        for stage in range(config.num_stages):
-            first = config.global_offset + stage * config.envs_per_stage
+        for env_stage in range(config.num_stages):
+            first = config.global_offset + env_stage * config.envs_per_stage
 
             def make_env(index: int, first: int = first) -> Any:
                 task = config.tasks[(first + index) % len(config.tasks)]
@@ -98,37 +98,37 @@ class EnvWorker:
         self.spans = SpanTrace()  # the profile of chosen iterations (torch is never loaded here)
         self._profile_path = ""
         self.busy = PhaseTimer(self.spans)
-        for stage_envs in self.stages:
-            stage_envs.timer.spans = self.spans
+        for envs in self.stages:
+            envs.timer.spans = self.spans
 
-    def reset(self, stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
-        with self.busy.phase(f"stage{stage}/reset_call"):
-            return self.stages[stage].reset(seeds, init_states, tasks)
+    def reset(self, env_stage: int, seeds=None, init_states=None, tasks=None) -> Observation:
+        with self.busy.phase(f"stage{env_stage}/reset_call"):
+            return self.stages[env_stage].reset(seeds, init_states, tasks)
 
-    def step(self, stage: int, action_chunks: np.ndarray) -> ChunkResult:
+    def step(self, env_stage: int, action_chunks: np.ndarray) -> ChunkResult:
         if self._fail_after_steps is not None:
             self._fail_after_steps -= 1
             if self._fail_after_steps < 0:
                 os._exit(1)  # a simulated simulator crash (fault-injection for tests)
         started = time.perf_counter()
         with self.spans.span("env_worker/step_chunk"):
-            result = self.stages[stage].step(action_chunks)
-        self.busy.add(f"stage{stage}/step_call", time.perf_counter() - started)
+            result = self.stages[env_stage].step(action_chunks)
+        self.busy.add(f"stage{env_stage}/step_call", time.perf_counter() - started)
         return result
 
     def timings(self) -> dict[str, dict[str, float]]:
         """Seconds and calls per phase since the last call, per stage (``stage<s>/<phase>``); starts again."""
         table = self.busy.pop()
-        for index, stage in enumerate(self.stages):
-            table.update({f"stage{index}/{name}": value for name, value in stage.timer.pop().items()})
+        for index, envs in enumerate(self.stages):
+            table.update({f"stage{index}/{name}": value for name, value in envs.timer.pop().items()})
         return table
 
-    def env_method(self, stage: int, name: str, *args: Any, indices: list[int] | None = None, **kwargs: Any) -> Any:
-        """:meth:`ChunkedEnvs.env_method` of stage ``stage`` (``indices`` local to this worker's stage)."""
-        return self.stages[stage].env_method(name, *args, indices=indices, **kwargs)
+    def env_method(self, env_stage: int, name: str, *args: Any, indices: list[int] | None = None, **kwargs: Any) -> Any:
+        """:meth:`ChunkedEnvs.env_method` of env stage ``env_stage`` (``indices`` local to this worker's stage)."""
+        return self.stages[env_stage].env_method(name, *args, indices=indices, **kwargs)
 
-    def get_attr(self, stage: int, name: str) -> Any:
-        return self.stages[stage].get_attr(name)
+    def get_attr(self, env_stage: int, name: str) -> Any:
+        return self.stages[env_stage].get_attr(name)
 
     def start_profile(self, path: str) -> None:
         self._profile_path = path
@@ -142,8 +142,8 @@ class EnvWorker:
         self._fail_after_steps = after_steps
 
     def close(self) -> None:
-        for stage in self.stages:
-            stage.close()
+        for envs in self.stages:
+            envs.close()
 
 
 def describe_actor_failure(error: BaseException) -> str:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from contract.import_path import import_object
+from contract.policy import Policy
 
 DEFAULT_POLICY_FACTORY = "policies.vla:build_policy"
 #: Where a built policy records the factory that built it (``policies.factory.FACTORY_ATTRIBUTE``), so that
@@ -64,7 +65,9 @@ class PolicySpec:
         """The actions ``H`` per policy call (``(B, H, A)``): the env steps of one rollout step."""
         return int(self.config["chunk_size"])
 
-    def build(self, device: torch.device | str = "cpu") -> nn.Module:
+    def build(self, device: torch.device | str = "cpu") -> Policy:
+        """The policy (an ``nn.Module`` meeting :class:`contract.policy.Policy`) from the factory, seeded, with
+        ``initial_weights`` where given, on ``device``."""
         torch.manual_seed(self.seed)
         policy = import_object(self.factory, "policy factory")(self.config, self.io_spec, self.stats)
         if not isinstance(policy, nn.Module):

@@ -33,7 +33,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from contract.config_reader import require
-from policies.heads.base import LogProbGranularity, reduce_log_prob
+from contract.policy import LogProbGranularity, reduce_log_prob
 from vla_rl.algos.batch import minibatch_indices, pad_to_multiple, shard_for_rank, split_microbatches
 from vla_rl.algos.kl import KL_ESTIMATORS, kl_loss
 from vla_rl.algos.losses import (

@@ -1,4 +1,4 @@
-"""What acts during an evaluation: a policy (the :class:`ActingPolicy` protocol) or the scripted experts.
+"""What acts during an evaluation: a policy (the :class:`contract.policy.ActingPolicy` protocol) or the scripted experts.
 
 The evaluation loop asks an *action source* for the next action chunks ``(N, H, A)``:
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from contract.policy import ActingPolicy
 from contract.vec_env import VecEnv
 
 CHECKPOINT_PATTERN = re.compile(r"^iter_(\d+)$")
@@ -26,20 +27,6 @@ EXPORTED_FILES = ("config.json", "model.safetensors")
 
 class PolicyLoadError(RuntimeError):
     """A policy path that cannot be evaluated; the message names the path and what was expected."""
-
-
-@runtime_checkable
-class ActingPolicy(Protocol):
-    """Anything that maps an observation batch to action chunks.
-
-    ``obs_batch``: ``{"images": {camera: uint8 (B, H, W, 3)}, "state": float (B, S), "instruction": list[str]}``;
-    returns ``(actions (B, H, A) numpy or torch, extras dict)``. ``generator`` is the source of any
-    sampling noise (a flow head's initial noise, for instance), so that evaluation repeats exactly.
-    """
-
-    def act(
-        self, obs_batch: dict[str, Any], deterministic: bool = True, generator: Any = None
-    ) -> tuple[Any, dict[str, Any]]: ...
 
 
 class PolicyActionSource:

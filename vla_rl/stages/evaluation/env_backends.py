@@ -27,9 +27,9 @@ if TYPE_CHECKING:  # Ray's worker group is imported where envs run over workers
 class WorkerGroupEvalEnvs(VecEnv):
     """Stage ``stage`` of an env worker group, seen as one batch of envs."""
 
-    def __init__(self, group: EnvWorkerGroup, stage: int = 0, owns_group: bool = True):
+    def __init__(self, group: EnvWorkerGroup, env_stage: int = 0, owns_group: bool = True):
         self.group = group
-        self.stage = stage
+        self.env_stage = env_stage
         self.owns_group = owns_group
         self._pending: Any = None
 
@@ -38,13 +38,13 @@ class WorkerGroupEvalEnvs(VecEnv):
         return self.group.stage_size
 
     def env_spec(self) -> Any:
-        return self.group.env_spec(self.stage)
+        return self.group.env_spec(self.env_stage)
 
     def reset(self, seeds=None, init_states=None, tasks=None) -> Observation:
-        return self.group.reset(self.stage, seeds, init_states, tasks)
+        return self.group.reset(self.env_stage, seeds, init_states, tasks)
 
     def step_async(self, action_chunks: np.ndarray) -> None:
-        self._pending = self.group.step_async(self.stage, action_chunks)
+        self._pending = self.group.step_async(self.env_stage, action_chunks)
 
     def step_wait(self) -> ChunkResult:
         if self._pending is None:
@@ -53,10 +53,10 @@ class WorkerGroupEvalEnvs(VecEnv):
         return self.group.step_wait(pending)
 
     def env_method(self, name: str, *args: Any, indices=None, **kwargs: Any) -> Any:
-        return self.group.env_method(self.stage, name, *args, indices=indices, **kwargs)
+        return self.group.env_method(self.env_stage, name, *args, indices=indices, **kwargs)
 
     def get_attr(self, name: str) -> list[Any]:
-        return self.group.get_attr(self.stage, name)
+        return self.group.get_attr(self.env_stage, name)
 
     def close(self) -> None:
         if self.owns_group:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from envs.registry import resolve
-from vla_rl.config import env_kwargs, read_section, remote_env_config, resolve_tasks
+from vla_rl.config import EnvConfig, read_env_section, read_section
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.stages.evaluation.action_sources import (
@@ -37,47 +39,70 @@ def read_eval_section(cfg: DictConfig) -> EvalConfig:
     return read_section(cfg, "eval", EvalConfig)
 
 
-def evaluate_from_config(
-    cfg: DictConfig, policy_path: str, output: Path, run_record: Path | None = None
-) -> tuple[dict, Path]:
-    """Evaluate ``policy_path`` (a policy/checkpoint/run folder, or ``expert``) as ``cfg.eval`` says.
+@dataclass(frozen=True)
+class EvalPlan:
+    """What an evaluation reads of the config (:func:`plan_eval`).
 
-    Writes ``output/eval_info.json`` (naming ``run_record``, the command's run.json), metrics and videos;
-    returns (eval_info document, its path).
+    - ``env``: the envs and tasks; ``eval``: the ``eval`` section (``eval.policy`` is what acts); ``seed``: the
+      run's seed, which the episodes' seeds derive from.
+    - ``config``: the resolved config, for the trackers and ``eval_info.json``.
+    - ``run_record``: the command's ``run.json`` that ``eval_info.json`` names, or None.
+    """
+
+    env: EnvConfig
+    eval: EvalConfig
+    seed: int
+    config: dict[str, Any]
+    run_record: Path | None = None
+
+    def with_policy(self, policy: str) -> EvalPlan:
+        """The same evaluation of another policy (a folder, or ``expert``)."""
+        return dataclasses.replace(self, eval=dataclasses.replace(self.eval, policy=policy))
+
+
+def plan_eval(cfg: DictConfig, run_record: Path | None = None) -> EvalPlan:
+    """The ``env`` and ``eval`` sections of ``cfg`` as an :class:`EvalPlan`.
+
+    Raises:
+        ConfigError: a wrong key or value (for a config that ``load_config`` did not compose).
+    """
+    return EvalPlan(read_env_section(cfg), read_eval_section(cfg), int(cfg.seed),
+                    OmegaConf.to_container(cfg, resolve=True), run_record)  # fmt: skip
+
+
+def run(plan: EvalPlan, run_dir: Path) -> tuple[dict, Path]:
+    """Evaluate ``plan.eval.policy`` (a policy/checkpoint/run folder, or ``expert``) into ``run_dir``.
+
+    Writes ``run_dir/eval_info.json`` (naming ``plan.run_record``), metrics and videos; returns (eval_info
+    document, its path).
 
     Raises:
         PolicyLoadError: the policy path cannot be read (the message names it).
     """
-
-    eval_config = read_eval_section(cfg)
-    entry, _ = resolve(str(cfg.env.id))  # validated by load_config
-    tasks = resolve_tasks(cfg.env, entry.tasks)
+    env, eval_config, policy_path = plan.env, plan.eval, plan.eval.policy
+    tasks = list(env.tasks)
     policy_info: dict = {"path": None if policy_path == "expert" else policy_path}
     if policy_path == "expert":
-        source = ExpertActionSource(noise_std=eval_config.expert_noise_std, seed=int(cfg.seed))
+        source = ExpertActionSource(noise_std=eval_config.expert_noise_std, seed=plan.seed)
         policy_info.update(kind="expert", expert_noise_std=eval_config.expert_noise_std)
     else:  # the policy is loaded before any env renders in this process (see docs/platform.md)
         policy_info.update(kind="pretrained", resolved_path=str(resolve_policy_folder(policy_path)),
                            deterministic=eval_config.deterministic)  # fmt: skip
         source = PolicyActionSource(load_policy_for_eval(policy_path), eval_config.deterministic)
-    settings = EvalSettings(episodes_per_task=eval_config.episodes_per_task, seed=int(cfg.seed),
+    settings = EvalSettings(episodes_per_task=eval_config.episodes_per_task, seed=plan.seed,
                             split=eval_config.split, protocol=eval_config.protocol,
                             video=video_settings(eval_config.video))  # fmt: skip
-    kwargs = env_kwargs(cfg.env)
     num_workers = eval_config.num_workers
-    env_id = str(cfg.env.id).partition("/")[0]  # NAME or package.module:function, without a /TASK
-    envs = make_eval_envs(env_id, kwargs, tasks, eval_config.num_envs, num_workers, seed=int(cfg.seed),
-                          remote=remote_env_config(cfg.env))  # fmt: skip
-    config_dict = OmegaConf.to_container(cfg, resolve=True)
-    tracker = make_trackers(list(eval_config.trackers), output, config_dict, project=eval_config.project)
+    envs = make_eval_envs(env.factory_id, env.kwargs, tasks, eval_config.num_envs, num_workers, seed=plan.seed,
+                          remote=env.remote)  # fmt: skip
+    tracker = make_trackers(list(eval_config.trackers), run_dir, plan.config, project=eval_config.project)
     console = tracker.find(ConsoleTracker)
     bar = console.progress("episodes", len(tasks) * settings.episodes_per_task) if console else None
-    env_info = {"id": str(cfg.env.id), "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
-                "num_envs": envs.num_envs, "num_workers": num_workers}  # fmt: skip
+    env_info = {"id": env.id, "kwargs": env.kwargs_record(), "num_envs": envs.num_envs, "num_workers": num_workers}
     try:
         document, path = evaluate_and_report(
-            envs, source, tasks, settings, output, policy_info, env_info, config_dict, tracker=tracker,
-            on_episode=(lambda _episode: bar.advance()) if bar else None, run_record=run_record,
+            envs, source, tasks, settings, run_dir, policy_info, env_info, plan.config, tracker=tracker,
+            on_episode=(lambda _episode: bar.advance()) if bar else None, run_record=plan.run_record,
         )  # fmt: skip
     finally:
         tracker.close()
@@ -85,14 +110,12 @@ def evaluate_from_config(
     return document, path
 
 
-def evaluate_policy_folders(
-    cfg: DictConfig, folders: dict[str, str], output: Path, run_record: Path | None = None
-) -> dict[str, dict]:
+def evaluate_policy_folders(plan: EvalPlan, folders: dict[str, str], output: Path) -> dict[str, dict]:
     """Evaluate several policies (name -> folder) into ``output/<name>``, all on the same episodes (the split
-    and seeds of ``cfg``); returns name -> eval_info."""
+    and seeds of ``plan``); returns name -> eval_info."""
     documents = {}
     for name, folder in folders.items():
-        document, path = evaluate_from_config(cfg, folder, output / name, run_record)
+        document, path = run(plan.with_policy(folder), output / name)
         overall = document["overall"]
         print(f"[eval] {name}: success {overall['success_rate']:.3f} ({overall['successes']}/{overall['episodes']}); "
               f"{path}")  # fmt: skip

@@ -1,7 +1,8 @@
 """Assembling an RL run from the composed config: the one place that names concrete envs and policies.
 
-:func:`build_rl_run` starts Ray, builds the env worker group, the rollout worker and the
-FSDP2 actor group, and returns a :class:`vla_rl.stages.rl.trainer.Trainer` ready to ``fit``. The
+:func:`plan_rl_run` reads the config once into an :class:`RLRunPlan`; :func:`rl_trainer` starts Ray, builds the
+env worker group, the rollout worker and the FSDP2 actor group, and yields a
+:class:`vla_rl.stages.rl.trainer.Trainer` ready to ``fit``; :func:`run` is the RL stage: ``fit`` to the end. The
 policy starts from ``trainer.init_policy`` (a ``save_pretrained`` folder, e.g. the SFT
 policy: its config, weights and dataset statistics) or from ``policy`` with random weights
 and action statistics taken from the env's action bounds.
@@ -23,11 +24,14 @@ from omegaconf import DictConfig, OmegaConf
 # The policies (timm, hence torchvision) must be imported before any env renders in this process:
 # torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
 import policies  # noqa: F401
-from envs.registry import make, resolve
+from envs.registry import make
 from envs.remote.client import worker_factory
-from vla_rl.config import ConfigError, env_kwargs, remote_env_config, resolve_tasks
+from vla_rl.config import ConfigError, EnvConfig, read_env_section
 from vla_rl.runtime.ray_cluster import init_ray
+from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.evaluation.config import EvalConfig
+from vla_rl.stages.evaluation.from_config import read_eval_section
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, validate_rl_sections
 from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
@@ -213,17 +217,29 @@ class RLRunPlan:
     and the trainer benchmarks build their worker groups from.
 
     ``trainer.rollout_steps`` is set (the longest episode in chunks of ``policy_spec.chunk_size`` where the config
-    leaves it null); ``tasks`` is ``(None,)`` for an env without tasks.
+    leaves it null); ``tasks`` is ``env.tasks``, or ``(None,)`` for an env without tasks. ``eval`` is what the
+    periodic evaluation reads of the ``eval`` section, ``config`` the resolved config the trackers record and
+    ``run_record`` the run's ``run.json``.
     """
 
     trainer: TrainerConfig
     algo: AlgoConfig
-    env_name: str
+    env: EnvConfig
     tasks: tuple[str | None, ...]
-    env_kwargs: dict[str, Any]
     io_spec: dict[str, Any]
     policy_spec: PolicySpec
     seed: int
+    eval: EvalConfig
+    config: dict[str, Any]
+    run_record: Path
+
+    @property
+    def env_name(self) -> str:
+        return self.env.name
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return self.env.kwargs
 
     def env_config(self, num_stages: int | None = None) -> EnvWorkerConfig:
         """The env worker config of the run; with ``num_stages``, the same envs split into that many stages.
@@ -255,24 +271,44 @@ def plan_rl_run(cfg: DictConfig, init_policy: str | None = None) -> RLRunPlan:
     Raises:
         ConfigError: a wrong section value, or an ``init_policy`` that does not fit the config.
     """
-    entry, _ = resolve(str(cfg.env.id))
-    tasks = tuple(resolve_tasks(cfg.env, entry.tasks)) or (None,)
+    env = read_env_section(cfg)
+    tasks = env.tasks or (None,)
     algo, trainer = validate_rl_sections(cfg, len(tasks))
-    kwargs = env_kwargs(cfg.env)
-    io_spec = env_io_spec(entry.name, tasks[0], kwargs)
+    io_spec = env_io_spec(env.name, tasks[0], env.kwargs)
     spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer.init_policy)
-    trainer = with_rollout_window(trainer, entry.name, tasks, kwargs, spec.chunk_size)
-    return RLRunPlan(trainer, algo, entry.name, tasks, kwargs, io_spec, spec, int(cfg.seed))
+    trainer = with_rollout_window(trainer, env.name, tasks, env.kwargs, spec.chunk_size)
+    return RLRunPlan(trainer, algo, env, tasks, io_spec, spec, int(cfg.seed), read_eval_section(cfg),
+                     OmegaConf.to_container(cfg, resolve=True), Path(str(cfg.run_dir)) / RECORD_FILE)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class RLResult:
+    """What the RL stage ends with: its iterations and env steps, why it stopped early (None: it did not) and the
+    policy folder of its last checkpoint (None: no checkpoint)."""
+
+    iterations: int
+    env_steps: int
+    planned_iterations: int
+    stop_reason: str | None
+    policy: Path | None
+
+
+def run(plan: RLRunPlan, run_dir: Path) -> RLResult:
+    """The RL stage: :func:`rl_trainer` fitted to the end (``trainer.iterations``, or its time limit)."""
+    with rl_trainer(plan, run_dir) as trainer:
+        final = trainer.fit()
+        latest = trainer.checkpoint_root / "latest"
+    policy = trainer.checkpoint_root / latest.read_text().strip() / "policy" if latest.is_file() else None
+    return RLResult(final.iteration, final.env_steps, trainer.config.iterations, trainer.stop_reason, policy)
 
 
 @contextlib.contextmanager
-def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> Iterator[Trainer]:
-    """Build the worker groups and the trainer; tear everything down on exit."""
-    plan = plan_rl_run(cfg, init_policy)
-    algo, trainer_cfg, spec, tasks, kwargs = plan.algo, plan.trainer, plan.policy_spec, plan.tasks, plan.env_kwargs
+def rl_trainer(plan: RLRunPlan, run_dir: Path) -> Iterator[Trainer]:
+    """Build the worker groups and the trainer of ``plan``, writing into ``run_dir``; tear everything down on exit."""
+    algo, trainer_cfg, spec, tasks = plan.algo, plan.trainer, plan.policy_spec, plan.tasks
     init_ray(trainer_cfg.ray_num_cpus or None, trainer_cfg.ray_address)
     env_config = plan.env_config()
-    factory, options = worker_factory(remote_env_config(cfg.env), env_config.env_factory, trainer_cfg.num_env_workers)
+    factory, options = worker_factory(plan.env.remote, env_config.env_factory, trainer_cfg.num_env_workers)
     env_config = dataclasses.replace(env_config, env_factory=factory, env_factory_options=options)
     env_group = rollout_worker = actors = tracker = evaluator = None
     try:
@@ -292,15 +328,12 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
         )  # fmt: skip
         from vla_rl.logging.trackers import make_trackers
 
-        tracker = make_trackers(
-            trainer_cfg.trackers, run_dir, OmegaConf.to_container(cfg, resolve=True), project="vla-rl"
-        )
+        tracker = make_trackers(trainer_cfg.trackers, run_dir, plan.config, project="vla-rl")
         collector = RolloutCollector(env_group, rollout_worker, tasks)
         if trainer_cfg.eval_every:
-            evaluator = PeriodicEvaluation(cfg, spec, plan.env_name, tasks, kwargs, run_dir, tracker,
-                                           trainer_cfg.eval_episodes_per_task)  # fmt: skip
+            evaluator = PeriodicEvaluation(plan, run_dir, tracker)
         yield Trainer(
-            trainer_cfg, algo, collector, actors, rollout_worker, tracker, run_dir, int(cfg.seed),
+            trainer_cfg, algo, collector, actors, rollout_worker, tracker, run_dir, plan.seed,
             evaluate=evaluator, export=lambda weights, folder: export_policy(spec, weights, folder),
         )  # fmt: skip
     finally:
@@ -319,22 +352,21 @@ def rl_run(cfg: DictConfig, run_dir: Path, init_policy: str | None = None) -> It
 class PeriodicEvaluation:
     """The trainer's evaluation every k iterations: persistent eval envs, videos, eval_info.json per run."""
 
-    def __init__(self, cfg: DictConfig, spec: PolicySpec, env_name: str, tasks: tuple, kwargs: dict, run_dir: Path,
-                 tracker: Any, episodes_per_task: int):  # fmt: skip
+    def __init__(self, plan: RLRunPlan, run_dir: Path, tracker: Any):
         from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.stages.evaluation.from_config import read_eval_section, video_settings
+        from vla_rl.stages.evaluation.from_config import video_settings
 
-        config = read_eval_section(cfg)
-        self.spec, self.tasks, self.run_dir, self.tracker = spec, list(tasks), Path(run_dir), tracker
-        self.policy = spec.build("cpu").eval()
+        config, env = plan.eval, plan.env
+        self.spec, self.tasks, self.run_dir, self.tracker = plan.policy_spec, list(plan.tasks), Path(run_dir), tracker
+        self.policy = plan.policy_spec.build("cpu").eval()
         # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
-        self.settings = EvalSettings(episodes_per_task=episodes_per_task, seed=int(cfg.seed), split="dev",
-                                     protocol=config.protocol, video=video_settings(config.video))
-        self.run_record = Path(str(cfg.run_dir)) / "run.json"
-        self.envs = make_eval_envs(env_name, kwargs, self.tasks, config.num_envs, config.num_workers,
-                                   seed=int(cfg.seed), remote=remote_env_config(cfg.env))  # fmt: skip
-        self.env_info = {"id": env_name, "kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()},
-                         "num_envs": self.envs.num_envs, "num_workers": config.num_workers}  # fmt: skip
+        self.settings = EvalSettings(episodes_per_task=plan.trainer.eval_episodes_per_task, seed=plan.seed,
+                                     split="dev", protocol=config.protocol, video=video_settings(config.video))
+        self.run_record = plan.run_record
+        self.envs = make_eval_envs(env.name, env.kwargs, self.tasks, config.num_envs, config.num_workers,
+                                   seed=plan.seed, remote=env.remote)  # fmt: skip
+        self.env_info = {"id": env.name, "kwargs": env.kwargs_record(), "num_envs": self.envs.num_envs,
+                         "num_workers": config.num_workers}  # fmt: skip
         self.deterministic = config.deterministic
 
     def __call__(self, weights: dict, iteration: int) -> dict[str, float]:

@@ -158,25 +158,25 @@ class RolloutCollector:
         count = self.env_group.num_stages * self.env_group.stage_size
         return [str(self.tasks[(env // group_size) % len(self.tasks)]) for env in range(count)]
 
-    def _reset_stage(
-        self, stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int,
+    def _reset_env_stage(
+        self, env_stage: int, collection: Collection, seed: int, iteration: int, attempt: int, group_size: int,
         env_tasks: Sequence[str] | None,
     ) -> dict:  # fmt: skip
         size = self.env_group.stage_size
-        first = stage * size
-        stage_tasks = None if env_tasks is None else list(env_tasks[first : first + size])
+        first = env_stage * size
+        env_stage_tasks = None if env_tasks is None else list(env_tasks[first : first + size])
         if not collection.grouped_initial_states:
             seeds = [derived_seed(seed, iteration, attempt, first + j) for j in range(size)]
-            return self.env_group.reset(stage, seeds=seeds, tasks=stage_tasks)
+            return self.env_group.reset(env_stage, seeds=seeds, tasks=env_stage_tasks)
         if size % group_size:
             raise ValueError(f"a stage holds {size} envs, not a multiple of group_size={group_size}")
         groups = [(first + j) // group_size for j in range(size)]
         seeds = [derived_seed(seed, iteration, attempt, "group", g) for g in groups]
-        tasks = stage_tasks or [self.tasks[g % len(self.tasks)] for g in groups]
-        self.env_group.reset(stage, seeds=seeds, tasks=tasks)
-        states = self.env_group.get_attr(stage, "init_states")
+        tasks = env_stage_tasks or [self.tasks[g % len(self.tasks)] for g in groups]
+        self.env_group.reset(env_stage, seeds=seeds, tasks=tasks)
+        states = self.env_group.get_attr(env_stage, "init_states")
         leaders = [states[(g * group_size) - first] for g in groups]
-        return self.env_group.reset(stage, seeds=seeds, init_states=leaders, tasks=tasks)
+        return self.env_group.reset(env_stage, seeds=seeds, init_states=leaders, tasks=tasks)
 
     def collect(
         self, num_steps: int, seed: int, iteration: int, collection: Collection = CONTINUING, group_size: int = 1,
@@ -193,9 +193,9 @@ class RolloutCollector:
         seeded = self.rollout_worker.set_seed.remote(derived_seed(seed, iteration, attempt, "policy"))
         timer = self.timer
         with timer.phase("reset_envs"):
-            observation = [self._reset_stage(0, collection, seed, iteration, attempt, group_size, env_tasks)]
+            observation = [self._reset_env_stage(0, collection, seed, iteration, attempt, group_size, env_tasks)]
             pending_act = {0: act(observation[0], deterministic)}  # overlaps the reset of the other stages
-            observation += [self._reset_stage(s, collection, seed, iteration, attempt, group_size, env_tasks)
+            observation += [self._reset_env_stage(s, collection, seed, iteration, attempt, group_size, env_tasks)
                             for s in range(1, stages)]  # fmt: skip
             ray.get(seeded)
         records: list[list[dict]] = [[] for _ in range(stages)]
@@ -205,7 +205,7 @@ class RolloutCollector:
 
         def finish_oldest() -> None:
             pending, actions, extras = queued.popleft()
-            s = pending.stage
+            s = pending.env_stage
             with timer.phase(f"stage{s}/wait_for_env_step"):
                 result = self.env_group.step_wait(pending)
             records[s].append({"observation": observation[s], "actions": actions, "extras": extras, "result": result})
@@ -222,7 +222,7 @@ class RolloutCollector:
                 queued.append((self.env_group.step_async(s, actions), actions, extras))
                 following = (s + 1) % stages
                 # Keep the newest step queued; the following stage's own step must be done before it acts.
-                while len(queued) > 1 or (queued and queued[0][0].stage == following):
+                while len(queued) > 1 or (queued and queued[0][0].env_stage == following):
                     finish_oldest()
                 if not (t == num_steps - 1 and following == 0):
                     pending_act[following] = act(observation[following], deterministic)
@@ -263,7 +263,7 @@ class RolloutCollector:
 
         def per_step(getter) -> np.ndarray:
             # (stages, T, stage_size, ...) -> (N, T, ...)
-            stacked = np.stack([np.stack([getter(r) for r in stage]) for stage in records])
+            stacked = np.stack([np.stack([getter(r) for r in env_stage]) for env_stage in records])
             stacked = np.swapaxes(stacked, 1, 2)
             return stacked.reshape(-1, steps, *stacked.shape[3:])
 

@@ -6,7 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from contract.config_reader import check_types, read_dataclass, require
+from vla_rl.config import EnvConfig, read_env_section
 
 #: Keys of the ``sft`` config section that are not :class:`SFTConfig` fields: the demonstrations and the output.
 SECTION_PATH_KEYS = ("dataset", "output")
@@ -80,3 +83,28 @@ class SFTConfig:
 def read_sft_section(section: Mapping[str, Any]) -> SFTConfig:
     """The knobs of the ``sft`` config section (all its keys but :data:`SECTION_PATH_KEYS`)."""
     return SFTConfig.from_dict({key: section[key] for key in section if key not in SECTION_PATH_KEYS})
+
+
+@dataclass(frozen=True)
+class SFTPlan:
+    """What the SFT stage reads of the config (:func:`plan_sft`).
+
+    - ``policy``: the ``policy`` section (``PolicyConfig`` fields of its factory, and ``factory``).
+    - ``env``: the env whose spec the policy is built for.
+    - ``dataset``: the demonstrations (``sft.dataset``); ``output``: the folder that ``vla-rl sft`` and the sft
+      stage run it into (``sft.output``); ``sft``: the knobs; ``seed``: the run's seed.
+    """
+
+    policy: dict[str, Any]
+    env: EnvConfig
+    dataset: str
+    output: str
+    sft: SFTConfig
+    seed: int
+
+
+def plan_sft(cfg: DictConfig) -> SFTPlan:
+    """The ``policy``, ``env`` and ``sft`` sections of ``cfg`` and its seed as an :class:`SFTPlan`."""
+    section = OmegaConf.to_container(cfg.sft, resolve=True)
+    return SFTPlan(OmegaConf.to_container(cfg.policy, resolve=True), read_env_section(cfg), str(section["dataset"]),
+                   str(section["output"]), read_sft_section(section), int(cfg.seed))  # fmt: skip

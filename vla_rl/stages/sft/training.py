@@ -56,7 +56,7 @@ from vla_rl.stages.sft.batches import (
     ordered_batches,
     shuffled_batches,
 )
-from vla_rl.stages.sft.config import SFTConfig
+from vla_rl.stages.sft.config import SFTConfig, SFTPlan
 from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
 from vla_rl.stages.sft.statistics import load_statistics
 from vla_rl.stages.sft.target_frames import TARGET_FRAMES_FILE, TargetLoss
@@ -172,6 +172,12 @@ class MetricsWriter:
 
     def close(self) -> None:
         self._file.close()
+
+
+def run(plan: SFTPlan, run_dir: Path) -> SFTResult:
+    """The SFT stage as ``plan`` says, into ``run_dir`` (``vla-rl sft`` and the experiment's sft stage pass
+    ``sft.output``): :func:`run_sft`."""
+    return run_sft(plan.policy, plan.env.id, plan.env.kwargs, plan.dataset, run_dir, plan.sft, plan.seed)
 
 
 def run_sft(
