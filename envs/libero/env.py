@@ -17,6 +17,8 @@ task), as LIBERO's and openpi's/LeRobot's evaluations set it up (Panda, OSC_POSE
   ``mesh_cell`` draws coarsened visual meshes, collision untouched), turned as openpi and LeRobot turn
   robosuite's images (``image[::-1, ::-1]`` of robosuite's bottom-up rows), so they match the LIBERO
   datasets those projects train on. robosuite's observables are switched off: nothing reads them.
+- Control: robosuite's OSC substeps are computed by :mod:`envs.libero.osc_substeps` (the same torques to
+  the bit, without robosuite's per-substep bookkeeping).
 
 Action (7,), the controller's input units: ``[dx, dy, dz, dax, day, daz, gripper]`` in [-1, 1];
 OSC_POSE maps +-1 to +-0.05 m and +-0.5 rad (axis-angle) of end-effector motion per step; gripper -1
@@ -38,6 +40,7 @@ import numpy as np
 
 from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
+from envs.libero import osc_substeps
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
 
 DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -130,6 +133,8 @@ class LiberoEnv(WrappedSimulatorEnv):
         # Nothing reads robosuite's observables (the state and images are read here), yet robosuite visits
         # each of them after every physics substep: without them a step is the same, only quicker.
         inner._observables = {}
+        # robosuite's OSC substeps computed directly (osc_substeps): the same torques, less Python.
+        self.fast_substeps = osc_substeps.install(inner)
         self._inner.reset()
         self.task = task
         self._init_states = official_init_states(task.task_id)
