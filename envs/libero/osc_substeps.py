@@ -5,15 +5,20 @@ robosuite runs its controllers at every physics substep (25 per LIBERO control s
 copies the mass matrix and steps the gripper's controller, whose output does not change between
 policy steps. :class:`FastOscSubsteps` replaces the env's ``_pre_action`` on the instance:
 
-- the policy step (the first substep, which sets the goal) runs robosuite's own code unchanged;
-- every other substep computes the arm's torques with the same operations on the same inputs
-  (robosuite's numba functions ``opspace_matrices``, ``nullspace_torques``, ``orientation_error``
-  and numpy's products on arrays of the same shapes and layouts), so ``ctrl`` gets the same bits;
-  the gripper's ``ctrl``, written at the policy step, is left as it is (robosuite would write the
-  same value again: its simple gripper controller has no interpolator).
+- the policy step (the first substep) sets the goals with robosuite's own code
+  (``CompositeController.set_goal``: the OSC's goal pose, the gripper's action);
+- every substep computes the arm's torques with the same operations on the same inputs as
+  ``OperationalSpaceController.run_controller`` (robosuite's numba functions ``opspace_matrices``,
+  ``nullspace_torques``, ``orientation_error`` and numpy's products on arrays of the same shapes and
+  layouts), so ``ctrl`` gets the same bits;
+- the gripper's ``ctrl`` is written at the policy step by robosuite's gripper controller and left as
+  it is at the other substeps (robosuite would write the same value again: its simple gripper
+  controller has no interpolator).
 
-The controller's own state arrays (``ref_pos``, ``J_full``, ``torques``, ...) are updated as
-robosuite updates them. Anything else (another controller type, interpolators, a mobile or
+The controller's state (``ref_pos``, ``J_full``, ``mass_matrix``, ``torques``, ...) is updated as
+robosuite updates it. Left out: the robot's history buffers of the policy step (``recent_qpos``,
+``recent_ee_acc``, ...), which only robosuite's ``js_energy`` and ``ee_ft_integral`` read (the wipe
+task's reward), not LIBERO. Anything else (another controller type, interpolators, a mobile or
 two-armed robot) keeps robosuite's path: :func:`install` returns None and changes nothing.
 """
 
@@ -23,6 +28,14 @@ from typing import Any
 
 import mujoco
 import numpy as np
+
+
+def _contiguous(indexes: Any) -> slice | None:
+    """``indexes`` as a slice where they are consecutive, else None."""
+    indexes = [int(index) for index in indexes]
+    if not indexes or indexes != list(range(indexes[0], indexes[0] + len(indexes))):
+        return None
+    return slice(indexes[0], indexes[-1] + 1)
 
 
 def _supported(env: Any) -> str | None:
@@ -45,14 +58,12 @@ def _supported(env: Any) -> str | None:
     arm, gripper = composite.part_controllers["right"], composite.part_controllers["right_gripper"]
     if type(arm) is not OperationalSpaceController or type(gripper) is not SimpleGripController:
         return f"controllers {type(arm).__name__}, {type(gripper).__name__}"
-    if (
-        arm.interpolator_pos is not None
-        or arm.interpolator_ori is not None
-        or gripper.interpolator is not None
-    ):
+    if arm.interpolator_pos or arm.interpolator_ori or gripper.interpolator:
         return "interpolators"
     if arm.input_ref_frame != "base" or not arm.uncoupling or arm.num_ref_sites != 1 or not arm.lite_physics:
         return "OSC options"
+    if _contiguous(arm.qpos_index) is None or _contiguous(arm.qvel_index) is None:
+        return "arm joints not consecutive"
     if not all(robot._enabled_parts.get(part, False) for part in composite.part_controllers):
         return "disabled parts"
     return None
@@ -71,39 +82,56 @@ class FastOscSubsteps:
         self._jac_ref = (np.zeros((3, nv)), np.zeros((3, nv)))
         self._jac_origin = (np.zeros((3, nv)), np.zeros((3, nv)))
         self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
-        # the OSC of the current episode (robosuite builds new controllers at each reset)
-        self._arm: Any = None
+        # the controllers of the current episode (robosuite builds new ones at each reset)
+        self._composite: Any = None
         self.substeps = 0  # substeps computed here (for tests)
 
     def __call__(self, action: np.ndarray, policy_step: bool = False) -> None:
-        if policy_step or self._arm is None:
-            self._robosuite_pre_action(action, policy_step)
-            arm = self.env.robots[0].composite_controller.part_controllers["right"]
-            if arm is not self._arm:
-                self._bind(arm)
-            return
-        self._substep()
+        if policy_step:
+            self._policy_step(action)
+        else:
+            self._substep()
 
-    def _bind(self, arm: Any) -> None:
-        robot = self.env.robots[0]
-        model = self.model
-        self._arm = arm
+    def _bind(self, composite: Any) -> None:
+        robot, model = self.env.robots[0], self.model
+        arm, gripper = composite.part_controllers["right"], composite.part_controllers["right_gripper"]
+        self._composite, self._arm, self._gripper = composite, arm, gripper
+        self._action_dim = max(end for _, end in composite._action_split_indexes.values())
         self._ref_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, arm.ref_name)
-        self._origin_site = mujoco.mj_name2id(
-            model, mujoco.mjtObj.mjOBJ_SITE, f"{arm.naming_prefix}{arm.part_name}_center"
-        )
-        self._qpos_index = list(arm.qpos_index)
-        self._qvel_index = list(arm.qvel_index)
-        actuators = robot._ref_actuators_indexes_dict["right"]
-        self._actuators = actuators
-        self._ctrl_low = model.actuator_ctrlrange[actuators, 0]
-        self._ctrl_high = model.actuator_ctrlrange[actuators, 1]
+        center = f"{arm.naming_prefix}{arm.part_name}_center"
+        self._origin_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, center)
+        self._qpos, self._qvel = _contiguous(arm.qpos_index), _contiguous(arm.qvel_index)
+        self._arm_actuators = robot._ref_actuators_indexes_dict["right"]
+        self._gripper_actuators = robot._ref_actuators_indexes_dict["right_gripper"]
+        ranges = model.actuator_ctrlrange
+        self._arm_range = (ranges[self._arm_actuators, 0], ranges[self._arm_actuators, 1])
+        self._gripper_range = (ranges[self._gripper_actuators, 0], ranges[self._gripper_actuators, 1])
+
+    def _policy_step(self, action: np.ndarray) -> None:
+        """robosuite's ``FixedBaseRobot.control(action, policy_step=True)`` without the history buffers."""
+        composite = self.env.robots[0].composite_controller
+        if composite is not self._composite:
+            self._bind(composite)
+        if len(action) != self._action_dim:
+            raise AssertionError(
+                f"environment got invalid action dimension -- expected {self._action_dim}, got {len(action)}"
+            )
+        if not (self._arm.new_update and self._gripper.new_update):
+            # Controllers fresh from a reset hold the state of their construction (before the init state
+            # was set) and robosuite's first torques use it, not the simulator's: its own code computes them.
+            self._robosuite_pre_action(action, True)
+            return
+        composite.update_state()
+        composite.set_goal(action)  # the OSC's update() runs here; run_controller would not run it again
+        self._substep()
+        low, high = self._gripper_range
+        self.data.ctrl[self._gripper_actuators] = np.clip(self._gripper.run_controller(), low, high)
 
     def _substep(self) -> None:
-        """One substep of robosuite's ``FixedBaseRobot.control`` for the arm (policy_step False)."""
+        """One substep of robosuite's ``FixedBaseRobot.control`` for the arm."""
         from robosuite.utils.control_utils import nullspace_torques, opspace_matrices, orientation_error
 
-        arm, model, data = self._arm, self.model, self.data
+        arm, model, data, qvel_index = self._arm, self.model, self.data, self._qvel
         qvel = data.qvel
         # CompositeController.update_state -> update_origin
         origin_pos = np.array(data.site_xpos[self._origin_site])
@@ -116,13 +144,15 @@ class FastOscSubsteps:
         arm.ref_ori_mat[:, :] = data.site_xmat[self._ref_site].reshape([3, 3])
         arm.ref_pos_vel[:] = np.dot(jacp, qvel)
         arm.ref_ori_vel[:] = np.dot(jacr, qvel)
-        arm.J_pos[:, :] = jacp[:, self._qvel_index]
-        arm.J_ori[:, :] = jacr[:, self._qvel_index]
-        arm.J_full[:, :] = np.vstack([arm.J_pos, arm.J_ori])
-        arm.joint_pos = np.array(data.qpos[self._qpos_index])
-        arm.joint_vel = np.array(qvel[self._qvel_index])
+        arm.J_pos[:, :] = jacp[:, qvel_index]
+        arm.J_ori[:, :] = jacr[:, qvel_index]
+        arm.J_full[:3] = arm.J_pos
+        arm.J_full[3:] = arm.J_ori
+        arm.joint_pos = data.qpos[self._qpos].copy()
+        arm.joint_vel = qvel[qvel_index].copy()
         mujoco.mj_fullM(model, self._full_mass, data.qM)
-        arm.mass_matrix = self._full_mass[self._qvel_index, :][:, self._qvel_index]
+        # robosuite's M[idx, :][:, idx] is a Fortran-ordered copy; numba compiles for that layout
+        arm.mass_matrix = np.array(self._full_mass[qvel_index, qvel_index], order="F")
         # OperationalSpaceController.run_controller (input_ref_frame "base", no interpolators, uncoupled)
         desired_world_pos = origin_pos + np.dot(origin_ori, arm.goal_pos)
         desired_world_ori = np.dot(origin_ori, arm.goal_ori)
@@ -140,14 +170,15 @@ class FastOscSubsteps:
         decoupled_wrench = np.concatenate(
             [np.dot(lambda_pos, desired_force), np.dot(lambda_ori, desired_torque)]
         )
-        torques = np.dot(arm.J_full.T, decoupled_wrench) + data.qfrc_bias[self._qvel_index]
+        torques = np.dot(arm.J_full.T, decoupled_wrench) + data.qfrc_bias[qvel_index]
         torques += nullspace_torques(
             arm.mass_matrix, nullspace_matrix, arm.initial_joint, arm.joint_pos, arm.joint_vel
         )
         arm.torques = torques
         arm.new_update = True
         # FixedBaseRobot.control: clip to the actuators' range
-        data.ctrl[self._actuators] = np.clip(torques, self._ctrl_low, self._ctrl_high)
+        low, high = self._arm_range
+        data.ctrl[self._arm_actuators] = np.clip(torques, low, high)
         self.substeps += 1
 
 
