@@ -14,7 +14,8 @@ task), as LIBERO's and openpi's/LeRobot's evaluations set it up (Panda, OSC_POSE
 - Success: LIBERO's own predicate (the task file's goal, ``_check_success``); the episode terminates on it.
 - Images: rendered by :class:`envs.builtin.rendering.CameraRenderer` on LIBERO's model (collision geoms
   hidden as robosuite does; shadows, reflections and multisampling off with ``render_quality="fast"``;
-  ``mesh_cell`` draws coarsened visual meshes, collision untouched), turned as openpi and LeRobot turn
+  ``mesh_cell`` (default :data:`DEFAULT_MESH_CELL`) draws visual meshes coarsened to that grid, collision
+  meshes untouched; None draws them in full), turned as openpi and LeRobot turn
   robosuite's images (``image[::-1, ::-1]`` of robosuite's bottom-up rows), so they match the LIBERO
   datasets those projects train on. robosuite's observables are switched off: nothing reads them.
 - Control: robosuite's OSC substeps are computed by :mod:`envs.libero.osc_substeps` (the same torques to
@@ -49,6 +50,10 @@ STATE_DIM = 8
 CONTROL_HZ = 20.0
 #: The no-op of the settle steps: no motion, gripper open (openpi's ``LIBERO_DUMMY_ACTION``).
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+#: Visual meshes drawn on a 5 mm grid (:mod:`envs.builtin.mesh_detail`): LIBERO's meshes are detailed far
+#: below a 128 px image's pixels and a CPU renderer pays per triangle; the images change a little
+#: (docs/libero.md gives how much).
+DEFAULT_MESH_CELL = 0.005
 COLLISION_GROUP = 0  # robosuite models keep collision geoms in group 0 and do not draw them
 
 
@@ -88,7 +93,7 @@ class LiberoEnv(WrappedSimulatorEnv):
         settle_steps: int = 10,
         max_episode_steps: int | None = None,
         render_quality: str = "fast",
-        mesh_cell: float | None = None,
+        mesh_cell: float | None = DEFAULT_MESH_CELL,
         skip_unseen: bool = True,
         render_mode: str | None = None,
     ) -> None:
@@ -278,7 +283,7 @@ def make_libero_env(
     settle_steps: int = 10,
     max_episode_steps: int | None = None,
     render_quality: str = "fast",
-    mesh_cell: float | None = None,
+    mesh_cell: float | None = DEFAULT_MESH_CELL,
     skip_unseen: bool = True,
     render_mode: str | None = None,
 ) -> LiberoEnv:
