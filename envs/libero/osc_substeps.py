@@ -75,14 +75,8 @@ class FastOscSubsteps:
     def __init__(self, env: Any) -> None:
         self.env = env
         self._robosuite_pre_action = type(env)._pre_action.__get__(env)
-        self.model: mujoco.MjModel = env.sim.model._model
-        self.data: mujoco.MjData = env.sim.data._data
-        nv = self.model.nv
-        # site Jacobians (position, rotation), each its own (3, nv) array as robosuite allocates them
-        self._jac_ref = (np.zeros((3, nv)), np.zeros((3, nv)))
-        self._jac_origin = (np.zeros((3, nv)), np.zeros((3, nv)))
-        self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
-        # the controllers of the current episode (robosuite builds new ones at each reset)
+        # the controllers of the current episode (robosuite builds new ones at each reset, and a new
+        # simulator at a hard reset): _bind reads them and the simulator at the first policy step of each
         self._composite: Any = None
         self.substeps = 0  # substeps computed here (for tests)
 
@@ -93,7 +87,14 @@ class FastOscSubsteps:
             self._substep()
 
     def _bind(self, composite: Any) -> None:
-        robot, model = self.env.robots[0], self.model
+        robot, sim = self.env.robots[0], self.env.sim
+        self.model: mujoco.MjModel = sim.model._model
+        self.data: mujoco.MjData = sim.data._data
+        model, nv = self.model, self.model.nv
+        # site Jacobians (position, rotation), each its own (3, nv) array as robosuite allocates them
+        self._jac_ref = (np.zeros((3, nv)), np.zeros((3, nv)))
+        self._jac_origin = (np.zeros((3, nv)), np.zeros((3, nv)))
+        self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
         arm, gripper = composite.part_controllers["right"], composite.part_controllers["right_gripper"]
         self._composite, self._arm, self._gripper = composite, arm, gripper
         self._action_dim = max(end for _, end in composite._action_split_indexes.values())
