@@ -14,9 +14,12 @@ task), as LIBERO's and openpi's/LeRobot's evaluations set it up (Panda, OSC_POSE
 - Success: LIBERO's own predicate (the task file's goal, ``_check_success``); the episode terminates on it.
 - Images: rendered by :class:`envs.builtin.rendering.CameraRenderer` on LIBERO's model (collision geoms
   hidden as robosuite does; shadows, reflections and multisampling off with ``render_quality="fast"``;
-  ``mesh_cell`` draws coarsened visual meshes, collision untouched), turned as openpi and LeRobot turn
+  ``mesh_cell`` (default :data:`DEFAULT_MESH_CELL`) draws visual meshes coarsened to that grid, collision
+  meshes untouched; None draws them in full), turned as openpi and LeRobot turn
   robosuite's images (``image[::-1, ::-1]`` of robosuite's bottom-up rows), so they match the LIBERO
   datasets those projects train on. robosuite's observables are switched off: nothing reads them.
+- Control: robosuite's OSC substeps are computed by :mod:`envs.libero.osc_substeps` (the same torques to
+  the bit, without robosuite's per-substep bookkeeping).
 
 Action (7,), the controller's input units: ``[dx, dy, dz, dax, day, daz, gripper]`` in [-1, 1];
 OSC_POSE maps +-1 to +-0.05 m and +-0.5 rad (axis-angle) of end-effector motion per step; gripper -1
@@ -38,6 +41,7 @@ import numpy as np
 
 from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
+from envs.libero import osc_substeps
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
 
 DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -46,6 +50,10 @@ STATE_DIM = 8
 CONTROL_HZ = 20.0
 #: The no-op of the settle steps: no motion, gripper open (openpi's ``LIBERO_DUMMY_ACTION``).
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+#: Visual meshes drawn on a 5 mm grid (:mod:`envs.builtin.mesh_detail`): LIBERO's meshes are detailed far
+#: below a 128 px image's pixels and a CPU renderer pays per triangle; the images change a little
+#: (docs/libero.md gives how much).
+DEFAULT_MESH_CELL = 0.005
 COLLISION_GROUP = 0  # robosuite models keep collision geoms in group 0 and do not draw them
 
 
@@ -85,7 +93,7 @@ class LiberoEnv(WrappedSimulatorEnv):
         settle_steps: int = 10,
         max_episode_steps: int | None = None,
         render_quality: str = "fast",
-        mesh_cell: float | None = None,
+        mesh_cell: float | None = DEFAULT_MESH_CELL,
         skip_unseen: bool = True,
         render_mode: str | None = None,
     ) -> None:
@@ -130,6 +138,8 @@ class LiberoEnv(WrappedSimulatorEnv):
         # Nothing reads robosuite's observables (the state and images are read here), yet robosuite visits
         # each of them after every physics substep: without them a step is the same, only quicker.
         inner._observables = {}
+        # robosuite's OSC substeps computed directly (osc_substeps): the same torques, less Python.
+        self.fast_substeps = osc_substeps.install(inner)
         self._inner.reset()
         self.task = task
         self._init_states = official_init_states(task.task_id)
@@ -273,7 +283,7 @@ def make_libero_env(
     settle_steps: int = 10,
     max_episode_steps: int | None = None,
     render_quality: str = "fast",
-    mesh_cell: float | None = None,
+    mesh_cell: float | None = DEFAULT_MESH_CELL,
     skip_unseen: bool = True,
     render_mode: str | None = None,
 ) -> LiberoEnv:

@@ -30,8 +30,9 @@ TASK = "libero_spatial/0"
 
 @pytest.fixture(scope="module")
 def env():
-    """One env for the module: building a LIBERO scene takes seconds."""
-    built = make_libero_env(task=TASK, image_size=64, settle_steps=0)
+    """One env for the module: building a LIBERO scene takes seconds. Full meshes, as the image test
+    compares with MuJoCo's own renderer (test_libero_mesh_default checks the default's coarser meshes)."""
+    built = make_libero_env(task=TASK, image_size=64, settle_steps=0, mesh_cell=None)
     yield built
     built.close()
 
