@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
 from vla_rl.cli import main
@@ -30,19 +30,22 @@ from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import policy_spec_from_config
 
 
-def distinct_experiments() -> list[str]:
-    """Every file of configs/experiment/, once per composed config (default.yaml only names another one),
-    except ``default``: the SIGKILL test below resumes it past a corrupt checkpoint."""
-    seen, names = set(), []
+def distinct_experiments() -> dict[str, DictConfig]:
+    """Every file of configs/experiment/ with its composed config, once per composed config (default.yaml only
+    names another one), except ``default``: the SIGKILL test below resumes it past a corrupt checkpoint."""
+    seen, configs = set(), {}
     for path in sorted((REPO_ROOT / "configs" / "experiment").glob("*.yaml")):
-        composed = OmegaConf.to_yaml(load_config([f"experiment={path.stem}", "run_dir=x"]))
+        cfg = load_config([f"experiment={path.stem}", "run_dir=x"])
+        composed = OmegaConf.to_yaml(cfg)
         if composed not in seen:
             seen.add(composed)
-            names.append(path.stem)
-    return [name for name in names if name != "default"]
+            configs[path.stem] = cfg
+    return {name: cfg for name, cfg in configs.items() if name != "default"}
 
 
-EXPERIMENTS = distinct_experiments()
+#: The composed config of each experiment (test_resume_property picks the tabletop ones from them)
+EXPERIMENT_CONFIGS = distinct_experiments()
+EXPERIMENTS = list(EXPERIMENT_CONFIGS)
 VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
 
 def metrics_of(rl_dir: Path) -> list[dict]:

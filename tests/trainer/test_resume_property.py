@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_resume_matrix import EXPERIMENTS, alive, tiny_overrides
+from test_resume_matrix import EXPERIMENT_CONFIGS, EXPERIMENTS, alive, tiny_overrides
 
 from vla_rl.cli import main
 from vla_rl.config import REPO_ROOT, load_config
@@ -41,7 +41,7 @@ from vla_rl.stages.rl.trainer import Trainer
 TABLETOP_TASKS = ("reach", "lift", "open_drawer")
 #: The experiments of the default test run: the built-in tabletop env starts in a second; MetaWorld's and
 #: robosuite's envs are drawn in the sweep.
-TABLETOP_EXPERIMENTS = [name for name in EXPERIMENTS if load_config([f"experiment={name}"]).env.id == "tabletop"]
+TABLETOP_EXPERIMENTS = [name for name, cfg in EXPERIMENT_CONFIGS.items() if cfg.env.id == "tabletop"]
 
 
 @dataclass(frozen=True)

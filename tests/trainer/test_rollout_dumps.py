@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from shared_ray import start_shared_ray
 
 from vla_rl.cli import main
 from vla_rl.config import ConfigError, load_config
@@ -40,10 +41,26 @@ GRPO = ["algo=grpo", "algo.group_size=2", "algo.dynamic_sampling=true", "algo.mi
         "algo.max_success_rate=1"]  # fmt: skip
 
 
-@pytest.mark.parametrize("algo", [[], GRPO], ids=["ppo", "grpo_dynamic_sampling"])
-def test_dumped_episodes_agree_with_the_logged_metrics_and_the_env_bounds(ray_session, tmp_path, algo):
-    run_dir = tmp_path / "run"
-    assert main(["train", *TINY, *algo, "trainer.dump_rollouts_every=1", f"run_dir={run_dir}"]) == 0
+#: PPO, dumping every iteration, a checkpoint after each: the dump test reads it, the resume test resumes a copy of it
+DUMPING = [*TINY, "trainer.checkpoint_every=1", "trainer.dump_rollouts_every=1"]
+
+
+@pytest.fixture(scope="module")
+def dumping_run(tmp_path_factory):
+    """The folder of one uninterrupted ``DUMPING`` run (read, never written, by the tests)."""
+    start_shared_ray()
+    run_dir = tmp_path_factory.mktemp("dumping") / "run"
+    assert main(["train", *DUMPING, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo_dynamic_sampling"])
+def test_dumped_episodes_agree_with_the_logged_metrics_and_the_env_bounds(ray_session, tmp_path, request, algo):
+    if algo == "ppo":
+        run_dir = request.getfixturevalue("dumping_run")
+    else:
+        run_dir = tmp_path / "run"
+        assert main(["train", *TINY, *GRPO, "trainer.dump_rollouts_every=1", f"run_dir={run_dir}"]) == 0
     rl_dir = run_dir / "rl"
     rows = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [row for row in rows if "train/episodes" in row]
@@ -76,14 +93,13 @@ def test_dump_interval_must_not_be_negative():
         validate_rl_sections(load_config([*TINY, "trainer.dump_rollouts_every=-1", "run_dir=x"]))
 
 
-def test_dumping_changes_no_number_and_a_resumed_run_dumps_the_same_episodes(ray_session, tmp_path):
+def test_dumping_changes_no_number_and_a_resumed_run_dumps_the_same_episodes(ray_session, tmp_path, dumping_run):
     """Dumping draws from no RNG: a run that dumps logs what one that does not logs, and resumed from its first
     checkpoint (the second does not load) it logs and dumps what the uninterrupted run did."""
-    overrides = [*TINY, "trainer.checkpoint_every=1"]
-    assert main(["train", *overrides, f"run_dir={tmp_path / 'plain'}"]) == 0
-    dumping = [*overrides, "trainer.dump_rollouts_every=1"]
-    full = tmp_path / "full"
-    assert main(["train", *dumping, f"run_dir={full}"]) == 0
+    plain = [o for o in DUMPING if not o.startswith("trainer.dump_rollouts_every=")]
+    assert main(["train", *plain, f"run_dir={tmp_path / 'plain'}"]) == 0
+    dumping, full = DUMPING, dumping_run
+    assert not (tmp_path / "plain" / "rl" / "rollouts").exists()
     assert metrics_of(full / "rl") == metrics_of(tmp_path / "plain" / "rl")
     crashed = tmp_path / "crashed"
     shutil.copytree(full, crashed)
