@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from pathlib import Path
@@ -19,10 +18,6 @@ for key, value in {
     "MALLOC_TRIM_THRESHOLD_": "1000000000",
 }.items():
     os.environ.setdefault(key, value)
-
-# No cyclic garbage collection while the imports and the collection fill the heap (it would scan it again and
-# again); pytest_collection_finish collects once, freezes what is left and turns the collector back on.
-gc.disable()
 
 # The CPU kernels `vla-rl` pins (vla_rl/runtime/process_env.py), before anything imports torch: the test
 # process and the Ray workers it starts then compute with the same instructions.
@@ -69,9 +64,10 @@ def pytest_collection_finish(session):
     """Freeze what the imports and the collection left alive (torch, the policies, robosuite, every test module):
     a full garbage collection then skips those objects. robosuite runs one each time an env closes
     (``MjSim.free``), which scans every object of this process: a quarter of a second an env here."""
+    import gc
+
     gc.collect()
     gc.freeze()
-    gc.enable()
 
 
 def pytest_sessionfinish(session, exitstatus):
