@@ -1,6 +1,6 @@
 """On a real rollout, the actor's log-probs and values at the rollout's weights equal the rollout's own.
 
-PPO divides by the rollout's log-probs (``algo.bypass_old_log_probs``): if the update rebuilt a
+PPO divides by the rollout's log-probs (no recompute pass: docs/architecture.md, bypass mode): if the update rebuilt a
 different observation (images, state, instruction) or replayed a different sampling path, the first
 ratio would not be 1 and the clipping would act on noise.
 """

@@ -302,11 +302,6 @@ class RunRecord:
         write_json_atomic(self.path, self.document)
 
 
-def relative_record(path_from: Path, folder: Path) -> str:
-    """``folder/run.json`` relative to the folder ``path_from`` (the ``run_record`` field of a result file)."""
-    return os.path.relpath((Path(folder) / RECORD_FILE).resolve(), Path(path_from).resolve())
-
-
 def read_record(record_or_folder: str | Path) -> tuple[dict[str, Any], Path]:
     """The record at ``record_or_folder`` (a run.json, or a folder holding one) and its path.
 
