@@ -6,7 +6,7 @@ trains a tiny Idefics3 captioner on them (:mod:`policies.backbones.pretrain`: th
 of where the instruction's object and the gripper are) and saves it with its tokenizer,
 ``preprocessor_config.json`` and ``pretraining.json`` (data, config, loss curve, held-out caption accuracy
 against chance). Prints that record as JSON. ``--steps 0`` writes the same model untrained (the random
-initialisation), the baseline of ``scripts/probe_tabletop_vlm.py`` and of RL from a random backbone.
+initialisation), the baseline of ``research/probe_tabletop_vlm.py`` and of RL from a random backbone.
 
     .venv/bin/python scripts/pretrain_tabletop_vlm.py assets/tabletop_vlm --frames 6000 --steps 2000 --seed 0
 

@@ -47,11 +47,15 @@ def ray_session():
 
 @pytest.fixture
 def load_script():
-    """``load_script("name")``: ``scripts/name.py`` imported as a module (scripts/ is not a package)."""
+    """``load_script("name")``: ``scripts/name.py`` (else ``research/name.py``) imported as a module (neither
+    folder is a package)."""
     import importlib.util
 
     def load(name: str):
-        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        root = Path(__file__).resolve().parents[1]
+        path = root / "scripts" / f"{name}.py"
+        if not path.is_file():
+            path = root / "research" / f"{name}.py"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -82,10 +82,6 @@ class TabletopScene:
         qpos = self.data.qpos
         return float(qpos[left] + qpos[right])
 
-    @property
-    def arm_qpos(self) -> np.ndarray:
-        return self.data.qpos[self.arm_qpos_addr].copy()
-
     def block_index(self, color: str) -> int:
         if color not in self.block_colors:
             raise ValueError(f"no {color!r} block in the scene; blocks are {self.block_colors}")
@@ -93,9 +89,6 @@ class TabletopScene:
 
     def block_position(self, color: str) -> np.ndarray:
         return self.data.xpos[self.block_bodies[self.block_index(color)]].copy()
-
-    def block_quaternion(self, color: str) -> np.ndarray:
-        return self.data.xquat[self.block_bodies[self.block_index(color)]].copy()
 
     def zone_position(self, color: str) -> np.ndarray:
         if color not in self.zone_colors:

@@ -212,7 +212,7 @@ class TabletopEnv(RobotEnv):
 
     def _advance_physics(self) -> None:
         """One control step of physics (``substeps`` MuJoCo steps); a method of its own so that
-        ``scripts/tabletop_render_costs.py`` can time it apart from the env's Python."""
+        ``research/tabletop_render_costs.py`` can time it apart from the env's Python."""
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
 
     def observe(self) -> dict[str, Any]:

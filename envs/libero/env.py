@@ -116,7 +116,6 @@ class LiberoEnv(WrappedSimulatorEnv):
         self._renderer: CameraRenderer | None = None
         self._build(get_task(task))
         self._elapsed_steps = 0
-        self._init_index = 0
         self._needs_reset = True
 
     # ----------------------------------------------------------------- construction
@@ -218,7 +217,6 @@ class LiberoEnv(WrappedSimulatorEnv):
         self._inner.set_init_state(self._init_states[index])
         for _ in range(self.settle_steps):
             inner.step(SETTLE_ACTION)
-        self._init_index = index
         self._elapsed_steps = 0
         self._needs_reset = False
         info = {"is_success": False, "task": self.task.task_id, "init_state": {"task": self.task.task_id, "index": index}}
@@ -266,10 +264,6 @@ class LiberoEnv(WrappedSimulatorEnv):
     def libero_env(self) -> Any:
         """LIBERO's task environment (a robosuite env) for scripted experts and tests."""
         return self._inner.env
-
-    @property
-    def init_index(self) -> int:
-        return self._init_index
 
     @property
     def elapsed_steps(self) -> int:

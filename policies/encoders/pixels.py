@@ -4,7 +4,7 @@ The cheapest RL-only vision branch (``policy.rl_vision.kind=pixels``). Where the
 (:mod:`policies.encoders.keypoints`) has to learn to find the objects, coarse pixels already say where
 they are: right after reset, a linear probe of both cameras average-pooled to 16x16 locates the target
 block to 0.50 cm (reach) and 0.46 cm (lift), against 1.42 and 2.15 cm from the few-shot SFT embedding
-and 2.23 and 2.43 cm from the block's mean position (``scripts/probe_embedding.py``; README, Results).
+and 2.23 and 2.43 cm from the block's mean position (``research/probe_embedding.py``; README, Results).
 A learned linear map of the pooled pixels of every camera, layer-normalised so
 that its scale matches whatever it is concatenated with, gives the residual policy and the critic that
 information at the cost of one matrix product: nothing convolves in the PPO update.

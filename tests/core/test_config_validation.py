@@ -46,8 +46,6 @@ BAD_VALUES = [
     ("collect.valid_fraction=1.0", "'collect.valid_fraction'=1.0: must be >= 0 and < 1"),
     ("env.tasks=[fly]", "'env.tasks': env 'tabletop' has no task 'fly'"),
     # options that are not implemented (or are ignored) with these settings: refused before any work
-    ("algo.bypass_old_log_probs=false", "'algo.bypass_old_log_probs'=False: a recompute pass of the old log-probs "
-     "is not implemented; set it to true"),
     ("algo.filter_groups=true", "'algo.filter_groups'=True: needs groups of envs that share an initial state, which "
      "algo.name='ppo' does not collect; use algo=grpo or set it to false"),
     ("algo.dynamic_sampling=true", "'algo.dynamic_sampling'=True: needs groups of envs that share an initial state"),
@@ -106,7 +104,7 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys, no_stage):
 @pytest.mark.parametrize(("override", "good", "message"), [
     ("algo.optim.lr=0", "algo.optim.lr=1e-4", "'algo.optim.lr'=0: must be > 0"),
     ("algo.optim.critic_lr=-1e-3", "algo.optim.critic_lr=1e-3", "'algo.optim.critic_lr'=-0.001: must be > 0"),
-    ("algo.bypass_old_log_probs=false", "algo.bypass_old_log_probs=true", "'algo.bypass_old_log_probs'=False: a recompute"),
+    ("algo.group_size=0", "algo.group_size=1", "'algo.group_size'=0: must be >= 1"),
 ])  # fmt: skip
 def test_the_config_check_itself_refuses_values_that_cannot_train(override, good, message):
     """The check `vla-rl train` runs before any work (``load_config``), called directly: fast whatever it says."""

@@ -1,4 +1,4 @@
-"""scripts/probe_embedding.py: the ridge probe finds a linear code and reports no better than the mean without one;
+"""research/probe_embedding.py: the ridge probe finds a linear code and reports no better than the mean without one;
 its env options and target readers."""
 
 from __future__ import annotations

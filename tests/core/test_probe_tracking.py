@@ -1,4 +1,4 @@
-"""scripts/probe_tracking.py: the tracking fit against scipy's linear regression, and its errors."""
+"""research/probe_tracking.py: the tracking fit against scipy's linear regression, and its errors."""
 
 from __future__ import annotations
 

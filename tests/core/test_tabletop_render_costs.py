@@ -1,4 +1,4 @@
-"""scripts/tabletop_render_costs.py: the phases it times add up, and the rates it implies follow from them."""
+"""research/tabletop_render_costs.py: the phases it times add up, and the rates it implies follow from them."""
 
 from __future__ import annotations
 

@@ -19,8 +19,9 @@ import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
-from vla_rl.stages.evaluation.from_config import evaluate_policy_folders, plan_eval
+from vla_rl.stages.evaluation.from_config import evaluate_policy_folders
 from vla_rl.stages.rl.experiment import policy_spec_from_config
+from vla_rl.stages.run_plan import read_run_plan
 
 TASKS = ["reach_red", "reach_blue"]
 EPISODES, SEED = 3, 11
@@ -85,7 +86,7 @@ def test_two_policies_are_scored_on_the_episodes_the_eval_config_names(tmp_path,
     documents, resets = {}, {}
     for name, folder in (("sft", first), ("final", second)):
         seen.clear()
-        documents.update(evaluate_policy_folders(plan_eval(cfg), {name: str(folder)}, tmp_path / "eval"))
+        documents.update(evaluate_policy_folders(read_run_plan(cfg).eval_plan(), {name: str(folder)}, tmp_path / "eval"))
         resets[name] = [dict(r) for r in seen]
 
     expected = {task: [protocol_seed(SEED, task, k, cfg.eval.split) for k in range(EPISODES)] for task in TASKS}

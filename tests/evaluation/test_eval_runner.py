@@ -1,4 +1,4 @@
-"""Evaluation of the scripted expert and of a policy actor; eval_info.json and its schema; videos."""
+"""Evaluation of the scripted expert and of an acting policy; eval_info.json and its schema; videos."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def test_eval_info_validates_and_schema_catches_errors(expert_eval):
         validate_eval_info(broken)
 
 
-class StillActor:
+class StillPolicy:
     """A policy that never moves (chunks of 3 zero actions); returns torch tensors like the VLA policy."""
 
     def __init__(self):
@@ -166,12 +166,12 @@ class StillActor:
         return torch.zeros(len(obs_batch["instruction"]), 3, 2), {}
 
 
-def test_policy_actor_on_point_env_matches_a_replay(tmp_path):
+def test_an_acting_policy_on_point_env_matches_a_replay(tmp_path):
     envs = make_eval_envs("point_env:make", {"max_episode_steps": 7}, ["reach_red", "reach_blue"], num_envs=4)
-    actor = StillActor()
+    policy = StillPolicy()
     settings = EvalSettings(episodes_per_task=6, seed=3, video=VideoSettings(episodes_per_task=0, grid_envs=0))
     document, _ = evaluate_and_report(
-        envs, PolicyActionSource(actor), ["reach_red", "reach_blue"], settings, tmp_path, {"kind": "actor"},
+        envs, PolicyActionSource(policy), ["reach_red", "reach_blue"], settings, tmp_path, {"kind": "actor"},
         {"id": "point_env:make", "kwargs": {}, "num_envs": 4, "num_workers": 0},
     )  # fmt: skip
     envs.close()
@@ -185,10 +185,10 @@ def test_policy_actor_on_point_env_matches_a_replay(tmp_path):
         results = document["tasks"][task]["episode_results"]
         assert [(e["success"], e["length"]) for e in results] == expected
         assert all(e["video"] is None for e in results) and document["tasks"][task]["videos"]["grid"] is None
-    assert actor.calls == 2 * (3 + 3)  # per task: rounds of 4 and 2 envs, 3 chunks of 3 steps cover 7 steps
+    assert policy.calls == 2 * (3 + 3)  # per task: rounds of 4 and 2 envs, 3 chunks of 3 steps cover 7 steps
 
 
-def test_actor_with_wrong_action_shape_is_explained(tmp_path):
+def test_a_policy_with_wrong_action_shape_is_explained(tmp_path):
     class FlatActor:
         def act(self, obs_batch, deterministic=True, generator=None):
             return np.zeros((len(obs_batch["instruction"]), 2)), {}
@@ -210,7 +210,7 @@ def test_expert_for_env_without_one_is_explained(tmp_path):
     envs.close()
 
 
-class NoisyActor:
+class NoisyPolicy:
     """Random chunks of 3 actions drawn from the generator the evaluation passes (as a flow head's noise)."""
 
     def __init__(self):
@@ -232,14 +232,14 @@ def test_a_sampling_policy_scores_the_same_whatever_the_global_random_state(tmp_
     for global_seed in (0, 1):
         torch.manual_seed(global_seed)  # e.g. an RL stage that drew from the global generator before
         envs = make_eval_envs("point_env:make", {"max_episode_steps": 7}, ["reach_red"], num_envs=4)
-        actor = NoisyActor()
+        policy = NoisyPolicy()
         document, _ = evaluate_and_report(
-            envs, PolicyActionSource(actor), ["reach_red"], settings, tmp_path / str(global_seed),
+            envs, PolicyActionSource(policy), ["reach_red"], settings, tmp_path / str(global_seed),
             {"kind": "actor"}, {"id": "point_env:make", "kwargs": {}, "num_envs": 4, "num_workers": 0},
         )  # fmt: skip
         envs.close()
         outcomes.append([(e["return"], e["length"]) for e in document["tasks"]["reach_red"]["episode_results"]])
-        actions.append(torch.cat(actor.chunks))
+        actions.append(torch.cat(policy.chunks))
     assert outcomes[0] == outcomes[1]
     assert torch.equal(actions[0], actions[1])
     assert actions[0].std() > 0.2  # the chunks are noise, drawn from the evaluation's generator
@@ -271,7 +271,7 @@ def test_every_video_frame_shows_its_own_episodes_instruction(tmp_path, monkeypa
     settings = EvalSettings(episodes_per_task=2, seed=5, video=VideoSettings(
         episodes_per_task=2, grid_envs=0, cameras=("top",), size=(96, 192)))  # fmt: skip
     document, _ = evaluate_and_report(
-        envs, PolicyActionSource(StillActor()), tasks, settings, tmp_path, {"kind": "actor"},
+        envs, PolicyActionSource(StillPolicy()), tasks, settings, tmp_path, {"kind": "actor"},
         {"id": "point_env:make", "kwargs": {}, "num_envs": 1, "num_workers": 0},
     )  # fmt: skip
     envs.close()

@@ -14,6 +14,7 @@ from envs.registry import resolve
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import plan_rl_run, policy_spec_from_config, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 
@@ -28,7 +29,7 @@ def test_actor_recomputes_the_rollout_log_probs_of_the_fine_tuned_chain_reading_
         start.head.feature_projection.weight.normal_(0.0, 0.1)
     folder = start.save_pretrained(tmp_path / "start")
     spec = policy_spec_from_config(cfg, io_spec, str(folder))
-    with rl_trainer(plan_rl_run(cfg, str(folder)), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg), str(folder)), tmp_path / "rl") as trainer:
         trainer.sync_weights()
         rollout = trainer.collect_rollout(0)
         batch, _ = trainer.compute_advantages(rollout)

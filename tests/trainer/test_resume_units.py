@@ -14,6 +14,7 @@ from vla_rl.runtime import checkpoint
 from vla_rl.stages import pipeline
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
 from vla_rl.stages.rl.trainer import Trainer, TrainerState
+from vla_rl.stages.run_plan import read_run_plan
 
 
 def test_a_resumed_pipeline_skips_completed_collect_and_sft_and_reruns_rl_and_eval(tmp_path, monkeypatch):
@@ -31,10 +32,10 @@ def test_a_resumed_pipeline_skips_completed_collect_and_sft_and_reruns_rl_and_ev
     monkeypatch.setattr(pipeline, "STAGES", {name: stage(name) for name in pipeline.STAGES})
     run_dir = tmp_path / "run"
     overrides = ["experiment=flow_sde_ppo", f"run_dir={run_dir}"]
-    pipeline.run_experiment(load_config(overrides))
+    pipeline.run_experiment(read_run_plan(load_config(overrides)))
     assert calls == ["collect", "sft", "rl", "eval"]
     calls.clear()
-    state = pipeline.run_experiment(load_config([*overrides, "trainer.resume=true"]))
+    state = pipeline.run_experiment(read_run_plan(load_config([*overrides, "trainer.resume=true"])))
     assert calls == ["rl", "eval"]
     assert state["sft_output"] == "sft of attempt 2"  # restored from the first run, not recomputed
     assert pipeline.read_progress(run_dir)["completed"] == ["collect", "sft", "rl", "eval"]

@@ -11,12 +11,13 @@ from vla_rl.algos.algorithms import CONTINUING
 from vla_rl.config import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.rl.rollout import episodes_from_reset
+from vla_rl.stages.run_plan import read_run_plan
 
 
 def test_each_env_ends_one_episode_from_its_reset_first_and_the_rest_are_not(ray_session, tmp_path):
     # Episodes of at most 4 env steps in a window of 5 chunks: every env finishes several.
     cfg = load_config([*TINY_TRAINING, "env.kwargs.max_episode_steps=4", f"run_dir={tmp_path}"])
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         rollout = trainer.collector.collect(5, seed=0, iteration=0, collection=CONTINUING)
     flags_by_env = defaultdict(list)
     for episode in rollout.episodes:

@@ -1,6 +1,6 @@
 """On a real rollout, the actor's log-probs and values at the rollout's weights equal the rollout's own.
 
-PPO divides by the rollout's log-probs (``algo.bypass_old_log_probs``): if the update rebuilt a
+PPO divides by the rollout's log-probs (no recompute pass: docs/architecture.md, bypass mode): if the update rebuilt a
 different observation (images, state, instruction) or replayed a different sampling path, the first
 ratio would not be 1 and the clipping would act on noise.
 """
@@ -17,6 +17,7 @@ from envs.registry import resolve
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import plan_rl_run, policy_spec_from_config, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 CACHED_EMBEDDING = ["policy.value.detach_input=true"]  # with a frozen-flow head, nothing in RL moves the encoders
@@ -38,7 +39,7 @@ def test_actor_recomputes_the_rollout_log_probs(ray_session, tmp_path, policy, e
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
     spec = policy_spec_from_config(cfg, io_spec, None)
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         trainer.sync_weights()
         rollout = trainer.collect_rollout(0)
         batch, _ = trainer.compute_advantages(rollout)

@@ -25,6 +25,7 @@ from vla_rl.stages.rl.task_sampling import (
     next_assignment,
     updated_success,
 )
+from vla_rl.stages.run_plan import read_run_plan
 
 TASKS = ["reach", "lift", "open_drawer"]
 
@@ -95,7 +96,7 @@ def test_envs_run_the_tasks_their_failure_rates_give_them_and_the_checkpoint_kee
                  "trainer.iterations=1", "trainer.task_sampling.mode=failure", "trainer.task_sampling.floor=0.1",
                  f"run_dir={tmp_path}"]  # fmt: skip
     cfg = load_config(overrides)
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         # as if reach had always succeeded and the others never: weights 0.1, 1, 1 over 8 envs, 1 each at least
         trainer.state.task_success = {"reach": 1.0, "lift": 0.0, "open_drawer": 0.0}
         trainer.state.env_tasks = trainer.collector.initial_env_tasks()

@@ -12,6 +12,7 @@ from vla_rl.algos.algorithms import GROUPED_EPISODES
 from vla_rl.cli import main
 from vla_rl.config import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 
 GRPO = [*TINY_TRAINING, "algo=grpo", "algo.group_size=2", "algo.filter_groups=false", "trainer.rollout_steps=2"]
 
@@ -20,7 +21,7 @@ def test_grpo_groups_share_initial_states_and_training_runs(ray_session, tmp_pat
     # One set of workers for both halves: the grouped collection, then an iteration of the fit loop (the
     # `vla-rl train` path of GRPO runs in the next test).
     cfg = load_config([*GRPO, f"run_dir={tmp_path}", "trainer.iterations=1"])
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         rollout = trainer.collector.collect(2, seed=0, iteration=0, collection=GROUPED_EPISODES, group_size=2)
         state = trainer.fit()
     batch = rollout.batch

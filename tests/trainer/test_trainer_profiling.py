@@ -11,6 +11,7 @@ from tiny_training import TINY_TRAINING as TINY
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.config import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 
 PHASES = ["advantages", "rollout", "sync_weights", "update"]  # the fit loop's phases without eval/checkpoint
 
@@ -26,7 +27,7 @@ def profiled_run(tmp_path_factory):
     start_shared_ray()
     run_dir = tmp_path_factory.mktemp("profiled")
     cfg = load_config([*TINY, "trainer.iterations=2", "trainer.profile_iterations=[0]", "trainer.checkpoint_every=0"])
-    with rl_trainer(plan_rl_run(cfg), run_dir) as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), run_dir) as trainer:
         trainer.fit()
     return cfg, run_dir
 

@@ -16,6 +16,7 @@ from policies.hub import load_pretrained
 from vla_rl.cli import main
 from vla_rl.config import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 
 VOLATILE = ("time", "timing/", "memory/")  # wall clock and resident memory vary run to run
 
@@ -47,7 +48,7 @@ def test_train_command_two_env_workers_two_ranks_then_resume_at_one_rank_after_a
 
     # Resume at world size 1 (saved at 2) with one env worker that crashes during the rollout.
     cfg = load_config([*TINY, f"run_dir={run_dir}", "trainer.iterations=3", "trainer.resume=true"])
-    with rl_trainer(plan_rl_run(cfg), rl_dir) as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), rl_dir) as trainer:
         trainer.resume()
         loaded = trainer.actors.full_weights()
         for key, value in exported.state_dict().items():
@@ -91,7 +92,7 @@ def test_rl_trains_the_rl_only_keypoints_and_never_the_encoders_at_two_ranks(ray
                  "policy.rl_vision.channels=[4,8]", "policy.rl_vision.num_keypoints=2", "trainer.actor_world_size=2",
                  f"run_dir={run_dir}", "trainer.iterations=1", "experiment.stages=[rl]"]  # fmt: skip
     cfg = load_config(overrides)
-    with rl_trainer(plan_rl_run(cfg), run_dir / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), run_dir / "rl") as trainer:
         initial = {k: v.clone() for k, v in trainer.actors.full_weights().items()}
         trainer.fit()
         trained = trainer.actors.full_weights()

@@ -20,6 +20,7 @@ import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.config import load_config
 from vla_rl.runtime.distributed import free_port
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -57,7 +58,7 @@ def node_of(actor) -> str:
 def test_env_workers_placed_on_the_second_node_train_two_iterations(two_node_cluster, tmp_path):
     cfg = load_config([*TINY, "trainer.iterations=2", f"trainer.ray_address={two_node_cluster}",
                        "trainer.num_env_workers=2", "+trainer.placement.env_worker={sim_node: 1}"])  # fmt: skip
-    with rl_trainer(plan_rl_run(cfg), tmp_path) as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path) as trainer:
         nodes = {node["NodeID"]: node["Resources"] for node in ray.nodes() if node["Alive"]}
         assert len(nodes) == 2
         sim_node = next(node for node, resources in nodes.items() if "sim_node" in resources)

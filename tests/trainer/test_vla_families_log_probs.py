@@ -14,6 +14,7 @@ from policies.backbones.tiny import write_tiny_vlm
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import plan_rl_run, policy_spec_from_config, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.workers.ppo_update import extras_of, observation_of
 
 # the experiments' own recipes; tests/policies/test_batch_invariant.py covers the other decoding and chain
@@ -41,7 +42,7 @@ def test_update_recomputes_the_rollout_log_probs_bit_for_bit(ray_session, tmp_pa
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
     spec = policy_spec_from_config(cfg, io_spec, None)
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         trainer.sync_weights()
         rollout = trainer.collect_rollout(0)
         batch, _ = trainer.compute_advantages(rollout)

@@ -18,6 +18,7 @@ from vla_rl.cli import main
 from vla_rl.config import env_kwargs, load_config, resolve_tasks
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import plan_rl_run, policy_spec_from_config, rl_trainer
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.stages.sft.training import torch_threads
 from vla_rl.workers.weight_sync import num_bytes
 
@@ -36,7 +37,7 @@ def test_lora_syncs_adapters_and_head_only_and_the_rollout_worker_acts_as_the_ac
     entry, _ = resolve(str(cfg.env.id))
     io_spec = env_io_spec(entry.name, resolve_tasks(cfg.env, entry.tasks)[0], env_kwargs(cfg.env))
     spec = policy_spec_from_config(cfg, io_spec, None)
-    with rl_trainer(plan_rl_run(cfg), tmp_path / "rl") as trainer:
+    with rl_trainer(plan_rl_run(read_run_plan(cfg)), tmp_path / "rl") as trainer:
         trainer.sync_weights()  # the first sync: everything
         rollout = trainer.collect_rollout(0)
         batch, _ = trainer.compute_advantages(rollout)

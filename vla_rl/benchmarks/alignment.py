@@ -44,6 +44,7 @@ import torch
 from omegaconf import DictConfig
 
 from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
+from vla_rl.stages.run_plan import read_run_plan
 
 
 @dataclass
@@ -286,7 +287,7 @@ def run_alignment_benchmark(
         raise ValueError(
             f"bench alignment: --policy {policy_folder!r} is not a save_pretrained folder (no config.json)"
         )
-    setup = plan_rl_run(cfg)
+    setup = plan_rl_run(read_run_plan(cfg))
     policy = policy_with_weights(setup, policy_folder)
     embedding, features = encode_contexts(policy, setup, settings.num_contexts)
     minibatch = settings.minibatch_size or configured_minibatch_size(setup)

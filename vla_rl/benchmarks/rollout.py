@@ -30,6 +30,7 @@ from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.runtime.seeds import derived_seed
 from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
 from vla_rl.stages.rl.rollout import RolloutCollector
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.rollout_worker import RolloutWorker
 
@@ -137,7 +138,7 @@ def run_rollout_benchmark(cfg: DictConfig, repeats: int = 3, stage_counts: tuple
     """Measure raw and rollout throughput for each of ``stage_counts``; see the module docstring."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
-    setup = plan_rl_run(cfg)
+    setup = plan_rl_run(read_run_plan(cfg))
     for num_stages in stage_counts:
         setup.env_config(num_stages)  # fail early on an uneven split
     trainer = setup.trainer

@@ -22,6 +22,7 @@ from vla_rl.benchmarks.setup import fits_at_once, timed
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.stages.rl.experiment import RLRunPlan, plan_rl_run
 from vla_rl.stages.rl.rollout import NOT_EXTRAS
+from vla_rl.stages.run_plan import read_run_plan
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.chunked_envs import ChunkedEnvs
 
@@ -100,7 +101,7 @@ def run_update_benchmark(cfg: DictConfig, repeats: int = 3, world_sizes: tuple[i
     """Measure PPO updates of the same real batch at each of ``world_sizes``; see the module docstring."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
-    setup = plan_rl_run(cfg)
+    setup = plan_rl_run(read_run_plan(cfg))
     trainer = setup.trainer
     init_ray(trainer.ray_num_cpus or None, trainer.ray_address)
     start_together = fits_at_once(sum(n * trainer.actor_cpus for n in world_sizes))

@@ -12,10 +12,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     from vla_rl.config import load_config
     from vla_rl.stages import collect
+    from vla_rl.stages.run_plan import read_run_plan
 
     cfg = load_config(args.overrides)
-    plan = collect.plan_collect(cfg)
-    with recording(args, cfg, "collect") as record:
+    run = read_run_plan(cfg)
+    plan = run.collect_plan()
+    with recording(args, cfg, run, "collect") as record:
         result = collect.run(plan, Path(plan.collect.output))
         record.add_output("demonstrations", result.dataset_path)
         record.add_output("statistics", result.stats_path)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vla_rl.stages.run_plan import RunPlan
 
 OVERRIDES_HELP = "Hydra config overrides, e.g. env.tasks=[lift] seed=3 (see configs/)"
 CONFIG_DIR_HELP = (
@@ -28,14 +30,15 @@ def add_config_arguments(parser: argparse.ArgumentParser, overrides_help: str = 
 
 
 @contextlib.contextmanager
-def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = False) -> Iterator[Any]:
+def recording(args: argparse.Namespace, cfg: Any, run: RunPlan, command: str, resume: bool = False) -> Iterator[Any]:
     """``run.json`` in the command's run folder (:class:`~vla_rl.runtime.run_record.RunRecord`): written before
-    the work (after the ``record.plan`` check), updated by the block, finished when it ends or fails."""
+    the work (after the ``record.plan`` check), updated by the block, finished when it ends or fails. ``cfg``: the
+    composed config, recorded; ``run``: the same as a run plan."""
     from vla_rl.runtime.run_record import RunRecord
 
-    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg)
+    record = RunRecord(command, list(getattr(args, "argv", None) or []), cfg, run.seeds)
     existed = record.folder.exists()
-    record.start(resume=resume, evaluation=evaluation_protocol(cfg, command))
+    record.start(resume=resume, evaluation=evaluation_protocol(run, command))
     print(f"run record: {record.path}")
     try:
         yield record
@@ -51,25 +54,17 @@ def recording(args: argparse.Namespace, cfg: Any, command: str, resume: bool = F
     record.finish()
 
 
-def record_path(cfg: Any, command: str) -> Path:
-    """Where :func:`recording` writes the record of ``command``."""
-    from vla_rl.runtime.run_record import RECORD_FILE, folder_of
-
-    return folder_of(cfg, command) / RECORD_FILE
-
-
-def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
+def evaluation_protocol(run: RunPlan, command: str) -> dict[str, Any] | None:
     """How the command evaluates (split, base seed, episodes per task, deterministic, tasks, every reset seed);
     None for a command that does not evaluate."""
-    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
+    stages = list(run.experiment.stages) if run.experiment else []
     if command not in ("train", "eval") or (command == "train" and "eval" not in stages and "rl" not in stages):
         return None
-    from vla_rl.config import read_env_section
-    from vla_rl.stages.evaluation.from_config import read_eval_section
     from vla_rl.stages.evaluation.metrics import evaluation_seed
 
-    tasks, config = read_env_section(cfg).tasks, read_eval_section(cfg)
-    split, episodes, seed = config.split, config.episodes_per_task, int(cfg.seed)
+    run.require("eval")
+    tasks, config = run.env.tasks, run.eval
+    split, episodes, seed = config.split, config.episodes_per_task, run.seed
     protocol: dict[str, Any] = {
         "final": command == "eval" or "eval" in stages,
         "split": split, "seed": seed, "episodes_per_task": episodes, "deterministic": config.deterministic,
@@ -78,6 +73,7 @@ def evaluation_protocol(cfg: Any, command: str) -> dict[str, Any] | None:
         "seeds": {task: [evaluation_seed(seed, task, k, split) for k in range(episodes)] for task in tasks},
     }  # fmt: skip
     if command == "train" and "rl" in stages:
-        protocol["periodic"] = {"split": "dev", "every": cfg.trainer.eval_every,
-                                "episodes_per_task": cfg.trainer.eval_episodes_per_task}  # fmt: skip
+        run.require("trainer")
+        protocol["periodic"] = {"split": "dev", "every": run.trainer.eval_every,
+                                "episodes_per_task": run.trainer.eval_episodes_per_task}  # fmt: skip
     return protocol

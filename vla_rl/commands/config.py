@@ -11,12 +11,15 @@ def cmd_config(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from vla_rl.commands.train import train_overrides
-    from vla_rl.config import ConfigError, load_config, validate_train_config
+    from vla_rl.config import ConfigError, load_config
 
     overrides = train_overrides(list(args.overrides)) if args.train else list(args.overrides)
     cfg = load_config(overrides)
     if args.train:
-        validate_train_config(cfg)
+        from vla_rl.stages.pipeline import check_train_plan
+        from vla_rl.stages.run_plan import read_run_plan
+
+        check_train_plan(read_run_plan(cfg))
     node = cfg
     if args.section:
         node = OmegaConf.select(cfg, args.section, default=None)

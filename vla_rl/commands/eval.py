@@ -12,11 +12,13 @@ from vla_rl.commands.common import add_config_arguments, recording
 def cmd_eval(args: argparse.Namespace) -> int:
     from vla_rl.config import load_config
     from vla_rl.stages.evaluation import PolicyLoadError, from_config
+    from vla_rl.stages.run_plan import read_run_plan
 
     cfg = load_config(args.overrides)
+    run = read_run_plan(cfg)
     try:
-        with recording(args, cfg, "eval") as record:
-            plan = from_config.plan_eval(cfg, record.path)
+        with recording(args, cfg, run, "eval") as record:
+            plan = run.eval_plan(record.path)
             document, path = from_config.run(plan, Path(plan.eval.output))
             record.add_output("eval_info", path)
     except PolicyLoadError as error:

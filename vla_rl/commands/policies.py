@@ -10,9 +10,8 @@ from vla_rl.commands.common import CONFIG_DIR_HELP, add_config_arguments
 
 def policy_under_test(target: str, overrides: list[str]) -> tuple[str, dict]:
     """``(factory, config)``: a factory import path with its default config ({}), or the composed ``policy=TARGET``."""
-    from omegaconf import OmegaConf
-
     from vla_rl.config import ConfigError, load_config
+    from vla_rl.stages.run_plan import read_policy_section
 
     if ":" in target:
         if overrides:
@@ -20,8 +19,8 @@ def policy_under_test(target: str, overrides: list[str]) -> tuple[str, dict]:
                               f"factory {target!r}")  # fmt: skip
         return target, {}
     cfg = load_config([f"policy={target}", *overrides])
-    config = OmegaConf.to_container(cfg.policy, resolve=True)
-    return str(config.pop("factory")), config
+    section = read_policy_section(cfg)
+    return section.factory, section.config
 
 
 def cmd_policies_check(args: argparse.Namespace) -> int:

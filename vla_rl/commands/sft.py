@@ -12,14 +12,15 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from vla_rl.config import load_config
+    from vla_rl.stages.run_plan import read_run_plan
     from vla_rl.stages.sft import training
     from vla_rl.stages.sft.batches import DatasetError
-    from vla_rl.stages.sft.config import plan_sft
 
     cfg = load_config(args.overrides)
-    plan = plan_sft(cfg)
+    run = read_run_plan(cfg)
+    plan = run.sft_plan()
     try:
-        with recording(args, cfg, "sft") as record:
+        with recording(args, cfg, run, "sft") as record:
             result = training.run(plan, Path(plan.output))
             record.add_output("policy", result.policy_dir)
             record.add_output("metrics", result.metrics_path)

@@ -15,17 +15,17 @@ def train_overrides(overrides: list[str]) -> list[str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from vla_rl.config import load_config, validate_train_config
-    from vla_rl.stages.pipeline import check_resumable, read_progress, run_experiment
+    from vla_rl.config import load_config
+    from vla_rl.stages.pipeline import check_resumable, check_train_plan, read_progress, run_experiment
+    from vla_rl.stages.run_plan import read_run_plan
 
     cfg = load_config(train_overrides(list(args.overrides)))
-    validate_train_config(cfg)
-    if bool(cfg.trainer.resume):  # before the record: a refused resume leaves the folder as it was
-        check_resumable(Path(cfg.run_dir), read_progress(Path(cfg.run_dir)))
-    with recording(args, cfg, "train", resume=bool(cfg.trainer.resume)) as record:
-        run_experiment(cfg, record)
+    run = read_run_plan(cfg)
+    check_train_plan(run)
+    if run.trainer.resume:  # before the record: a refused resume leaves the folder as it was
+        check_resumable(run.run_dir, read_progress(run.run_dir))
+    with recording(args, cfg, run, "train", resume=run.trainer.resume) as record:
+        run_experiment(run, record)
     return 0
 
 

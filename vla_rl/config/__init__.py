@@ -363,20 +363,3 @@ def validate_sft_config(sft_cfg: DictConfig) -> None:
         read_sft_section(OmegaConf.to_container(sft_cfg, resolve=True))
     except FieldError as error:
         raise ConfigError(error.message()) from None
-
-
-def validate_train_config(cfg: DictConfig) -> None:
-    """What only `vla-rl train` reads: ``experiment.stages`` against ``trainer.init_policy``.
-
-    Raises:
-        ConfigError: an SFT stage and ``trainer.init_policy`` both say where RL starts.
-    """
-    init_policy = cfg.trainer.init_policy if "trainer" in cfg else None
-    stages = list(cfg.experiment.stages) if "experiment" in cfg else []
-    if init_policy and "sft" in stages and "rl" in stages:
-        kept = [stage for stage in stages if stage not in ("collect", "sft")]
-        raise ConfigError(
-            f"'trainer.init_policy'={init_policy!r} and 'experiment.stages'={stages} both say where RL starts (the "
-            f"sft stage's policy would replace it); to start from {init_policy}, run experiment.stages=[{','.join(kept)}]"
-            ", else drop trainer.init_policy"
-        )

@@ -201,13 +201,6 @@ def environment() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENVIRONMENT_PREFIXES)}
 
 
-def seeds_of(cfg: Any) -> dict[str, int]:
-    found = {"seed": int(cfg.seed)}
-    if "collect" in cfg and "seed" in cfg.collect:
-        found["collect.seed"] = int(cfg.collect.seed)
-    return found
-
-
 def folder_of(cfg: Any, command: str) -> Path:
     """The run folder of ``command``: the folder its :data:`FOLDER_KEYS` key names."""
     from omegaconf import OmegaConf
@@ -216,9 +209,13 @@ def folder_of(cfg: Any, command: str) -> Path:
 
 
 class RunRecord:
-    """The ``run.json`` of one command; :meth:`start`, then :meth:`stage_done` per stage, then :meth:`finish`."""
+    """The ``run.json`` of one command; :meth:`start`, then :meth:`stage_done` per stage, then :meth:`finish`.
 
-    def __init__(self, command: str, argv: list[str], cfg: Any, folder: Path | None = None):
+    ``cfg``: the composed config (recorded, and where the folder and ``record.plan`` are read); ``seeds``: the seeds
+    the run derives its randomness from, by key (the caller reads them from its run plan).
+    """
+
+    def __init__(self, command: str, argv: list[str], cfg: Any, seeds: dict[str, int], folder: Path | None = None):
         from omegaconf import OmegaConf
 
         if command not in FOLDER_KEYS:
@@ -250,7 +247,7 @@ class RunRecord:
             "numerics": {},
             "machine": {},
             "environment": {},
-            "seeds": seeds_of(cfg),
+            "seeds": dict(seeds),
             "evaluation": None,
             "config": OmegaConf.to_container(cfg, resolve=True),
         }
@@ -303,11 +300,6 @@ class RunRecord:
 
     def write(self) -> None:
         write_json_atomic(self.path, self.document)
-
-
-def relative_record(path_from: Path, folder: Path) -> str:
-    """``folder/run.json`` relative to the folder ``path_from`` (the ``run_record`` field of a result file)."""
-    return os.path.relpath((Path(folder) / RECORD_FILE).resolve(), Path(path_from).resolve())
 
 
 def read_record(record_or_folder: str | Path) -> tuple[dict[str, Any], Path]:

@@ -19,13 +19,12 @@ from typing import Any
 
 import h5py
 import numpy as np
-from omegaconf import DictConfig
 from tqdm import tqdm
 
 from contract.config_reader import check_types, require
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
-from vla_rl.config import EnvConfig, read_env_section, read_section
+from vla_rl.config import EnvConfig
 from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
 from vla_rl.stages.sft.target_frames import collect_target_frames
 from vla_rl.workers.chunked_envs import check_env_output
@@ -181,19 +180,10 @@ def _settings_of_older_collection(output: Path, current: dict[str, Any]) -> dict
 
 @dataclass(frozen=True)
 class CollectPlan:
-    """What the collect stage reads of the config (:func:`plan_collect`): the ``env`` and ``collect`` sections."""
+    """What the collect stage reads of the config (:meth:`vla_rl.stages.run_plan.RunPlan.collect_plan`): the ``env`` and ``collect`` sections."""
 
     env: EnvConfig
     collect: CollectConfig
-
-
-def plan_collect(cfg: DictConfig) -> CollectPlan:
-    """The ``env`` and ``collect`` sections of ``cfg`` as a :class:`CollectPlan`.
-
-    Raises:
-        ConfigError: a wrong key or value, named.
-    """
-    return CollectPlan(read_env_section(cfg), read_section(cfg, "collect", CollectConfig))
 
 
 def run(plan: CollectPlan, run_dir: Path) -> CollectionResult:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 # Before any stage renders in this process: torchvision (through timm) imported after MuJoCo's EGL
 # rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
@@ -27,34 +27,34 @@ import policies  # noqa: F401
 from vla_rl.config import ConfigError
 from vla_rl.runtime.process_env import numerics_report
 from vla_rl.runtime.run_record import RECORD_FILE
+from vla_rl.stages.run_plan import RunPlan
 from vla_rl.stages.sft.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
 
-def stage_collect(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
+def stage_collect(run: RunPlan, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.stages import collect
 
-    plan = collect.plan_collect(cfg)
+    plan = run.collect_plan()
     result = collect.run(plan, Path(plan.collect.output))
     new = sum(result.attempts_by_task.values())
     print(f"[collect] {sum(result.episodes_by_task.values())} demonstrations ({new} episodes run now) in "
           f"{result.dataset_path}" + (f"; target frames in {result.target_frames_path}" if result.target_frames_path else ""))
 
 
-def stage_sft(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
+def stage_sft(run: RunPlan, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.stages.sft import training
-    from vla_rl.stages.sft.config import plan_sft
 
-    plan = plan_sft(cfg)
+    plan = run.sft_plan()
     result = training.run(plan, Path(plan.output))
     state["policy"] = str(result.policy_dir)
     state["sft_policy"] = str(result.policy_dir)
     print(f"[sft] {result.num_steps} steps in {result.seconds:.0f} s; policy: {result.policy_dir}")
 
 
-def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
-    from vla_rl.stages.evaluation.from_config import evaluate_policy_folders, plan_eval
+def stage_eval(run: RunPlan, run_dir: Path, state: dict[str, Any]) -> None:
+    from vla_rl.stages.evaluation.from_config import evaluate_policy_folders
 
     folders = {name: state[key] for name, key in (("sft", "sft_policy"), ("final", "policy")) if key in state}
     if "sft" in folders and folders["sft"] == folders.get("final"):
@@ -62,14 +62,14 @@ def stage_eval(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
     if not folders:
         raise ConfigError("'experiment.stages': eval needs a policy from an earlier sft or rl stage")
     record = run_dir / RECORD_FILE
-    plan = plan_eval(cfg, record if record.is_file() else None)
+    plan = run.eval_plan(record if record.is_file() else None)
     state["eval"] = evaluate_policy_folders(plan, folders, run_dir / "eval")
 
 
-def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
+def stage_rl(run: RunPlan, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.stages.rl import experiment
 
-    result = experiment.run(experiment.plan_rl_run(cfg, init_policy=state.get("policy")), run_dir / "rl")
+    result = experiment.run(experiment.plan_rl_run(run, init_policy=state.get("policy")), run_dir / "rl")
     state["env_steps"] = result.env_steps
     state["rl_iterations"] = result.iterations
     if result.policy is not None:
@@ -81,7 +81,7 @@ def stage_rl(cfg: DictConfig, run_dir: Path, state: dict[str, Any]) -> None:
         print(f"[rl] policy: {state['policy']}")
 
 
-STAGES: dict[str, Callable[[DictConfig, Path, dict[str, Any]], None]] = {
+STAGES: dict[str, Callable[[RunPlan, Path, dict[str, Any]], None]] = {
     "collect": stage_collect,
     "sft": stage_sft,
     "rl": stage_rl,
@@ -93,6 +93,23 @@ STAGES: dict[str, Callable[[DictConfig, Path, dict[str, Any]], None]] = {
 #: its checkpoint and the evaluation runs again on what RL ends with.
 SKIPPED_ONCE_DONE = ("collect", "sft")
 PROGRESS_FILE = "stages.json"
+
+
+def check_train_plan(run: RunPlan) -> None:
+    """What only `vla-rl train` reads: ``experiment.stages`` against ``trainer.init_policy``.
+
+    Raises:
+        ConfigError: an SFT stage and ``trainer.init_policy`` both say where RL starts.
+    """
+    init_policy = run.trainer.init_policy if run.trainer else None
+    stages = list(run.experiment.stages) if run.experiment else []
+    if init_policy and "sft" in stages and "rl" in stages:
+        kept = [stage for stage in stages if stage not in ("collect", "sft")]
+        raise ConfigError(
+            f"'trainer.init_policy'={init_policy!r} and 'experiment.stages'={stages} both say where RL starts (the "
+            f"sft stage's policy would replace it); to start from {init_policy}, run experiment.stages=[{','.join(kept)}]"
+            ", else drop trainer.init_policy"
+        )
 
 
 def read_progress(run_dir: Path) -> dict[str, Any]:
@@ -113,29 +130,30 @@ def check_resumable(run_dir: Path, progress: dict[str, Any]) -> None:
     )
 
 
-def run_experiment(cfg: DictConfig, record: Any = None) -> dict[str, Any]:
+def run_experiment(run: RunPlan, record: Any = None) -> dict[str, Any]:
     """Run ``experiment.stages`` in order; returns what they produced (e.g. ``policy``: the final policy folder).
 
     ``record``: the run's :class:`~vla_rl.runtime.run_record.RunRecord`, told each stage's wall time.
     With ``trainer.resume=true`` the stages of :data:`SKIPPED_ONCE_DONE` that completed in an earlier run
     of ``run_dir`` are skipped, and RL continues from its latest checkpoint.
     """
-    stages = list(cfg.experiment.stages)
+    run.require("experiment", "trainer")
+    stages, name = list(run.experiment.stages), run.experiment.name
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"'experiment.stages': unknown stage(s) {unknown}; allowed: {', '.join(STAGES)}")
-    run_dir = Path(cfg.run_dir)
-    resume = bool(cfg.trainer.resume)
+    run_dir = run.run_dir
+    resume = run.trainer.resume
     progress = read_progress(run_dir) if resume else {"completed": [], "state": {}, "seconds": {}}
     if resume:
         check_resumable(run_dir, progress)
     else:
         (run_dir / PROGRESS_FILE).unlink(missing_ok=True)  # a new run in an old folder starts its own record
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    print(f"[{cfg.experiment.name}] run folder: {run_dir}")
-    head = OmegaConf.select(cfg, "policy.head.name", default=None)  # a policy of one's own may have no head section
-    print(f"[{cfg.experiment.name}] policy: {cfg.policy.factory}" + (f", head {head}" if head else ""))
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(run.config))
+    print(f"[{name}] run folder: {run_dir}")
+    head = run.policy.head if run.policy else None  # a policy of one's own may have no head section
+    print(f"[{name}] policy: {run.policy.factory if run.policy else None}" + (f", head {head}" if head else ""))
     state: dict[str, Any] = progress["state"]
     seconds: dict[str, float] = progress["seconds"]
     for stage in stages:
@@ -143,25 +161,25 @@ def run_experiment(cfg: DictConfig, record: Any = None) -> dict[str, Any]:
             print(f"[{stage}] completed in an earlier run of {run_dir}; skipped (trainer.resume=true)")
             continue
         started = time.perf_counter()
-        STAGES[stage](cfg, run_dir, state)
+        STAGES[stage](run, run_dir, state)
         seconds[stage] = time.perf_counter() - started
         if record is not None:
             record.stage_done(stage, seconds[stage])
         progress["completed"] = [*[s for s in progress["completed"] if s != stage], stage]
         write_json_atomic(run_dir / PROGRESS_FILE, progress)
-        summary = write_summary(run_dir, cfg, state, seconds)
+        summary = write_summary(run_dir, run, state, seconds)
         if record is not None:
             record.add_output("summary", summary)
-    print(f"[{cfg.experiment.name}] done in {sum(seconds.values()) / 60:.1f} min; summary: {run_dir / 'summary.json'}")
+    print(f"[{name}] done in {sum(seconds.values()) / 60:.1f} min; summary: {run_dir / 'summary.json'}")
     return state
 
 
-def write_summary(run_dir: Path, cfg: DictConfig, state: dict[str, Any], seconds: dict[str, float]) -> Path:
+def write_summary(run_dir: Path, run: RunPlan, state: dict[str, Any], seconds: dict[str, float]) -> Path:
     """``run_dir/summary.json``: stage wall times, env steps, per-task success of the SFT and final policies
     (with the split, successes/episodes and Wilson 95% interval), Fisher's exact test of final against SFT
     when both were scored on the same episodes, and ``run_record`` (run.json, relative to ``run_dir``)."""
     record = run_dir / RECORD_FILE
-    summary: dict[str, Any] = {"experiment": str(cfg.experiment.name), "seed": int(cfg.seed), "stage_seconds": seconds,
+    summary: dict[str, Any] = {"experiment": run.experiment.name, "seed": run.seed, "stage_seconds": seconds,
                                "env_steps": state.get("env_steps"), "rl_iterations": state.get("rl_iterations"),
                                "numerics": numerics_report(), "run_record": RECORD_FILE if record.is_file() else None,
                                "eval_split": None, "policies": {}}  # fmt: skip

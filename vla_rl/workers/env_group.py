@@ -14,7 +14,7 @@ import numpy as np
 import ray
 
 from vla_rl.workers.chunked_envs import ChunkResult, EnvOutputError, Observation, PolicyOutputError
-from vla_rl.workers.env_worker import EnvWorker, EnvWorkerConfig, describe_actor_failure
+from vla_rl.workers.env_worker import EnvWorker, EnvWorkerConfig, describe_ray_failure
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class EnvWorkerGroup:
         )
 
     def _replace_worker(self, index: int, env_stage: int, error: BaseException) -> ChunkResult:
-        description = describe_actor_failure(error)
+        description = describe_ray_failure(error)
         logger.warning("env worker %d failed; replacing it. Original error:\n%s", index, description)
         self.failures.append(description)
         self.restarts += 1

@@ -146,8 +146,8 @@ class EnvWorker:
             envs.close()
 
 
-def describe_actor_failure(error: BaseException) -> str:
-    """The original exception and its remote traceback for a failed Ray call, not only 'actor died'."""
+def describe_ray_failure(error: BaseException) -> str:
+    """The original exception and its remote traceback for a failed Ray call, not only 'actor died' (a Ray actor: a worker process)."""
     import ray
 
     if isinstance(error, ray.exceptions.RayTaskError):

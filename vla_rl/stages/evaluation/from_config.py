@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from vla_rl.config import EnvConfig, read_env_section, read_section
+from vla_rl.config import EnvConfig
 from vla_rl.logging import make_trackers
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.stages.evaluation.action_sources import (
@@ -30,18 +28,9 @@ def video_settings(video: VideoConfig) -> VideoSettings:
                          cameras=tuple(video.cameras), size=tuple(video.size))  # fmt: skip
 
 
-def read_eval_section(cfg: DictConfig) -> EvalConfig:
-    """The ``eval`` section as an :class:`EvalConfig` (checked by ``load_config`` already).
-
-    Raises:
-        ConfigError: a wrong key or value (for a config that ``load_config`` did not compose).
-    """
-    return read_section(cfg, "eval", EvalConfig)
-
-
 @dataclass(frozen=True)
 class EvalPlan:
-    """What an evaluation reads of the config (:func:`plan_eval`).
+    """What an evaluation reads of the config (:meth:`vla_rl.stages.run_plan.RunPlan.eval_plan`).
 
     - ``env``: the envs and tasks; ``eval``: the ``eval`` section (``eval.policy`` is what acts); ``seed``: the
       run's seed, which the episodes' seeds derive from.
@@ -58,16 +47,6 @@ class EvalPlan:
     def with_policy(self, policy: str) -> EvalPlan:
         """The same evaluation of another policy (a folder, or ``expert``)."""
         return dataclasses.replace(self, eval=dataclasses.replace(self.eval, policy=policy))
-
-
-def plan_eval(cfg: DictConfig, run_record: Path | None = None) -> EvalPlan:
-    """The ``env`` and ``eval`` sections of ``cfg`` as an :class:`EvalPlan`.
-
-    Raises:
-        ConfigError: a wrong key or value (for a config that ``load_config`` did not compose).
-    """
-    return EvalPlan(read_env_section(cfg), read_eval_section(cfg), int(cfg.seed),
-                    OmegaConf.to_container(cfg, resolve=True), run_record)  # fmt: skip
 
 
 def run(plan: EvalPlan, run_dir: Path) -> tuple[dict, Path]:

@@ -1,6 +1,6 @@
 """One evaluation end to end: run it, write eval_info.json, log it to the trackers.
 
-The trainer calls :func:`evaluate_and_report` every k iterations with its own envs and actor;
+The trainer calls :func:`evaluate_and_report` every k iterations with its own envs and the policy in training;
 ``vla-rl eval`` calls it once.
 """
 

@@ -36,8 +36,6 @@ class AlgoConfig:
     - ``filter_groups``: drop groups whose success rate is outside [min_success_rate, max_success_rate].
     - ``dynamic_sampling``: collect again until ``num_envs / group_size`` groups pass the filter, at most
       ``max_sampling_attempts`` collections.
-    - ``bypass_old_log_probs``: the rollout's log-probs are the PPO ratio's denominators (no recompute pass);
-      only true is implemented (false is refused by the config check).
     - ``critic_warmup_iterations``: first iterations that train only the critic (a fresh value head on a
       pre-trained policy would otherwise feed the actor noise advantages).
     - ``update``: the update's hyper-parameters (:class:`UpdateConfig`); ``optim``: optimizer and schedule
@@ -57,7 +55,6 @@ class AlgoConfig:
     max_success_rate: float = 0.9
     dynamic_sampling: bool = False
     max_sampling_attempts: int = 4
-    bypass_old_log_probs: bool = True
     critic_warmup_iterations: int = 0
     update: UpdateConfig = field(default_factory=UpdateConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -85,10 +82,6 @@ class AlgoConfig:
         """Options that would pass the types and ranges above but fail (or be ignored) in the first iteration."""
         from vla_rl.algos import ADVANTAGE_ESTIMATORS
 
-        if not self.bypass_old_log_probs:
-            raise FieldError("bypass_old_log_probs", False, "a recompute pass of the old log-probs is not implemented; "
-                             "set it to true (the rollout and actor policies hold the same weights, so the rollout's "
-                             "log-probs are the old log-probs)")  # fmt: skip
         grouped = self.collection.grouped_initial_states
         for name in ("filter_groups", "dynamic_sampling"):
             if getattr(self, name) and not grouped:

@@ -11,6 +11,7 @@ and action statistics taken from the env's action bounds.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -19,22 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 # The policies (timm, hence torchvision) must be imported before any env renders in this process:
 # torchvision imported after MuJoCo's EGL rendering crashes (see docs/platform.md).
 import policies  # noqa: F401
 from envs.registry import make
 from envs.remote.client import worker_factory
-from vla_rl.config import ConfigError, EnvConfig, read_env_section
+from vla_rl.config import ConfigError, EnvConfig
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.evaluation.config import EvalConfig
-from vla_rl.stages.evaluation.from_config import read_eval_section
-from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, validate_rl_sections
+from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig
 from vla_rl.stages.rl.rollout import RolloutCollector
 from vla_rl.stages.rl.trainer import Trainer
+from vla_rl.stages.run_plan import PolicySection, RunPlan, read_policy_section
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.env_group import EnvWorkerGroup
 from vla_rl.workers.env_worker import EnvWorkerConfig
@@ -173,6 +174,17 @@ def with_fresh_rl_only_parts(spec: PolicySpec, folder: Path, retuned: list[str])
 
 
 def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_policy: str | None) -> PolicySpec:
+    """:func:`policy_spec` of the ``policy`` section and the seed of a composed config."""
+    return policy_spec(read_policy_section(cfg), io_spec, init_policy, int(cfg.seed))
+
+
+def policy_spec(section: PolicySection, io_spec: dict[str, Any], init_policy: str | None, seed: int) -> PolicySpec:
+    """The :class:`PolicySpec` of ``section`` for an env of ``io_spec``; with ``init_policy`` (a ``save_pretrained``
+    folder), its config, weights and statistics where they fit the section.
+
+    Raises:
+        ConfigError: ``init_policy`` is no policy folder, or was built by another factory.
+    """
     if init_policy:
         from policies.hub import load_pretrained
 
@@ -184,22 +196,21 @@ def policy_spec_from_config(cfg: DictConfig, io_spec: dict[str, Any], init_polic
         policy = load_pretrained(folder)
         weights = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         config = plain_dict(policy.config, "config")
-        requested = OmegaConf.to_container(cfg.policy, resolve=True)
+        requested = copy.deepcopy(section.config)
         factory = factory_of(policy)
-        if requested.pop("factory", None) != factory:
+        if section.factory != factory:
             raise ConfigError(
                 f"'trainer.init_policy'={str(folder)!r} holds a policy built by {factory!r}, but the config asks for "
-                f"policy.factory={cfg.policy.factory!r}; choose policy= (or policy.factory=) as when it was trained"
+                f"policy.factory={section.factory!r}; choose policy= (or policy.factory=) as when it was trained"
             )
         config, retuned = with_requested_rl_only_sections(config, requested, getattr(policy, "rl_only_config_keys", ()))
         check_loaded_policy(folder, config, requested)
         stats = json.loads(json.dumps(policy.stats))
         logger.info("starting from %s (its config, weights and statistics)", folder)
-        spec = PolicySpec(config, io_spec, stats, factory, int(cfg.seed), weights)
+        spec = PolicySpec(config, io_spec, stats, factory, seed, weights)
         return with_fresh_rl_only_parts(spec, folder, retuned) if retuned else spec
-    config = OmegaConf.to_container(cfg.policy, resolve=True)
-    factory = config.pop("factory")
-    return PolicySpec(config, io_spec, statistics_from_bounds(io_spec), factory, int(cfg.seed))
+    config = copy.deepcopy(section.config)
+    return PolicySpec(config, io_spec, statistics_from_bounds(io_spec), section.factory, seed)
 
 
 def export_policy(spec: PolicySpec, weights: dict, folder: Path) -> Path:
@@ -264,21 +275,21 @@ class RLRunPlan:
         return dataclasses.replace(config, envs_per_stage=envs_per_worker // num_stages, num_stages=num_stages)
 
 
-def plan_rl_run(cfg: DictConfig, init_policy: str | None = None) -> RLRunPlan:
-    """The env, policy, algo and trainer sections of ``cfg`` as an :class:`RLRunPlan`; ``init_policy`` (else
+def plan_rl_run(run: RunPlan, init_policy: str | None = None) -> RLRunPlan:
+    """The env, policy, algo, trainer and eval sections of ``run`` as an :class:`RLRunPlan`; ``init_policy`` (else
     ``trainer.init_policy``) is the ``save_pretrained`` folder RL starts from.
 
     Raises:
-        ConfigError: a wrong section value, or an ``init_policy`` that does not fit the config.
+        ConfigError: a missing section, or an ``init_policy`` that does not fit the config.
     """
-    env = read_env_section(cfg)
+    run.require("policy", "algo", "trainer", "eval")
+    env, algo, trainer = run.env, run.algo, run.trainer
     tasks = env.tasks or (None,)
-    algo, trainer = validate_rl_sections(cfg, len(tasks))
     io_spec = env_io_spec(env.name, tasks[0], env.kwargs)
-    spec = policy_spec_from_config(cfg, io_spec, init_policy or trainer.init_policy)
+    spec = policy_spec(run.policy, io_spec, init_policy or trainer.init_policy, run.seed)
     trainer = with_rollout_window(trainer, env.name, tasks, env.kwargs, spec.chunk_size)
-    return RLRunPlan(trainer, algo, env, tasks, io_spec, spec, int(cfg.seed), read_eval_section(cfg),
-                     OmegaConf.to_container(cfg, resolve=True), Path(str(cfg.run_dir)) / RECORD_FILE)  # fmt: skip
+    return RLRunPlan(trainer, algo, env, tasks, io_spec, spec, run.seed, run.eval, run.config,
+                     run.run_dir / RECORD_FILE)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

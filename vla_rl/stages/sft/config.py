@@ -6,10 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from contract.config_reader import check_types, read_dataclass, require
-from vla_rl.config import EnvConfig, read_env_section
+from vla_rl.config import EnvConfig
 
 #: Keys of the ``sft`` config section that are not :class:`SFTConfig` fields: the demonstrations and the output.
 SECTION_PATH_KEYS = ("dataset", "output")
@@ -87,7 +85,7 @@ def read_sft_section(section: Mapping[str, Any]) -> SFTConfig:
 
 @dataclass(frozen=True)
 class SFTPlan:
-    """What the SFT stage reads of the config (:func:`plan_sft`).
+    """What the SFT stage reads of the config (:meth:`vla_rl.stages.run_plan.RunPlan.sft_plan`).
 
     - ``policy``: the ``policy`` section (``PolicyConfig`` fields of its factory, and ``factory``).
     - ``env``: the env whose spec the policy is built for.
@@ -101,10 +99,3 @@ class SFTPlan:
     output: str
     sft: SFTConfig
     seed: int
-
-
-def plan_sft(cfg: DictConfig) -> SFTPlan:
-    """The ``policy``, ``env`` and ``sft`` sections of ``cfg`` and its seed as an :class:`SFTPlan`."""
-    section = OmegaConf.to_container(cfg.sft, resolve=True)
-    return SFTPlan(OmegaConf.to_container(cfg.policy, resolve=True), read_env_section(cfg), str(section["dataset"]),
-                   str(section["output"]), read_sft_section(section), int(cfg.seed))  # fmt: skip

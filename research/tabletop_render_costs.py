@@ -9,7 +9,7 @@ is the env's own ``mj_step`` calls while the arm moves (an arm at rest costs abo
 apart from the rollout would leave part of the physics in "the env's Python"), and resets, which render their
 observation, are counted per step, as the bench counts them.
 
-Run: ``python scripts/tabletop_render_costs.py [TASK] [ROUNDS]``. Prints JSON: microseconds per control
+Run: ``python research/tabletop_render_costs.py [TASK] [ROUNDS]``. Prints JSON: microseconds per control
 step of physics and of the env's Python (``env.step`` without images, less its physics), microseconds per
 64 px image for each phase and per reset, the steps per second at chunk ends that these imply (two cameras
 every ``chunk_size`` steps, resets included) and the ceiling with no Python and no resets (physics and

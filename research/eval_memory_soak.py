@@ -1,8 +1,8 @@
 """The driver's memory across repeated in-process evaluations: RSS after each call.
 
-    python scripts/eval_memory_soak.py 30            # 30 evaluations with the same weights
-    python scripts/eval_memory_soak.py 30 trace      # and the 8 biggest tracemalloc growths from call 5 on
-    python scripts/eval_memory_soak.py 30 fresh      # a fresh copy of the weights for each call, as the trainer's
+    python research/eval_memory_soak.py 30            # 30 evaluations with the same weights
+    python research/eval_memory_soak.py 30 trace      # and the 8 biggest tracemalloc growths from call 5 on
+    python research/eval_memory_soak.py 30 fresh      # a fresh copy of the weights for each call, as the trainer's
 
 Builds the trainer's :class:`PeriodicEvaluation` for ``experiment=rl_only`` (2 episodes per task, videos as
 configured) in a temporary run folder and calls it with one set of weights; prints the RSS in MiB after each
@@ -23,6 +23,7 @@ import psutil
 from vla_rl.config import load_config
 from vla_rl.logging.trackers import make_trackers
 from vla_rl.stages.rl.experiment import PeriodicEvaluation, plan_rl_run
+from vla_rl.stages.run_plan import read_run_plan
 
 
 def main() -> int:
@@ -31,7 +32,7 @@ def main() -> int:
     fresh = len(sys.argv) > 2 and sys.argv[2] == "fresh"
     run = Path(tempfile.mkdtemp())
     cfg = load_config(["experiment=rl_only", f"run_dir={run}", "eval.num_envs=4", "trainer.eval_episodes_per_task=2"])
-    plan = plan_rl_run(cfg)
+    plan = plan_rl_run(read_run_plan(cfg))
     tracker = make_trackers(["jsonl"], run, {}, project="eval-memory-soak")
     evaluation = PeriodicEvaluation(plan, run, tracker)
     weights = evaluation.policy.state_dict()

@@ -1,6 +1,6 @@
 """Where a MetaWorld camera image's time goes on CPU: ms per 64 px image for each renderer setting.
 
-Run: ``python scripts/metaworld_render_costs.py [TASK] [ROUNDS]``. Each round times every setting in
+Run: ``python research/metaworld_render_costs.py [TASK] [ROUNDS]``. Each round times every setting in
 turn on the same state (a busy machine slows them alike; every other round in reverse order), each
 camera on its own; prints, as JSON, the
 median and [min, max] over rounds of the wall-clock ms and of the CPU ms (``time.process_time``, which

@@ -11,7 +11,7 @@ reset. Per axis it fits ``grip = a + slope * block`` (least squares) and prints,
 - ``slope_stderr``: its standard error (0.07-0.42 measured with 30 episodes and 3 cm of jitter);
 - ``grip_error_cm``: mean |grip - block|, also over the successful and the failed episodes.
 
-    .venv/bin/python scripts/probe_tracking.py outputs/flow_noise_pixels_ppo --task lift --episodes 30
+    .venv/bin/python research/probe_tracking.py outputs/flow_noise_pixels_ppo --task lift --episodes 30
 """
 
 from __future__ import annotations

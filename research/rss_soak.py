@@ -1,6 +1,6 @@
 """Run a command and sample the resident memory (RSS) of it and every descendant: a memory soak.
 
-    python scripts/rss_soak.py --out outputs/soak.json --every 30 -- .venv/bin/vla-rl train ...
+    python research/rss_soak.py --out outputs/soak.json --every 30 -- .venv/bin/vla-rl train ...
 
 Writes ``--out`` (JSON): per process (pid, name), its samples ``[seconds, rss MiB]`` and its growth in
 MiB per hour, fitted by least squares over the samples after ``--warmup`` seconds of its life (start-up

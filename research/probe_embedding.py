@@ -17,8 +17,8 @@ The target (privileged state, read from the env after each reset) comes from a r
 use), built in here for ``--env tabletop`` (the target block's x-y on the fixed-scene suite, jittered by
 up to 3 cm), and ``--target package.module:function`` for any other env.
 
-    .venv/bin/python scripts/probe_embedding.py outputs/flow_residual_ppo/sft/best --episodes 400
-    .venv/bin/python scripts/probe_embedding.py outputs/mt10/sft/best --env metaworld --task reach-v3
+    .venv/bin/python research/probe_embedding.py outputs/flow_residual_ppo/sft/best --episodes 400
+    .venv/bin/python research/probe_embedding.py outputs/mt10/sft/best --env metaworld --task reach-v3
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ same architecture, vocabulary and seed, rebuilt from ``pretraining.json``), this
   frames of the probe split to the instruction's block x-y (block tasks) and the grip site x-y-z, scored on the
   held-out frames: R^2 and the mean error in cm, beside predicting the mean.
 
-    .venv/bin/python scripts/probe_tabletop_vlm.py assets/tabletop_vlm --frames 2000 --held-out 1000
+    .venv/bin/python research/probe_tabletop_vlm.py assets/tabletop_vlm --frames 2000 --held-out 1000
 """
 
 from __future__ import annotations
