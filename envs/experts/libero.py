@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -31,6 +32,12 @@ ROTATION_SCALE = 0.5  # radians per unit of action
 MAX_TRANSLATION = 1.0  # action units
 RAISED = 0.05  # m: a bowl this much above its target's base stands on a fixture
 PHASE_TIMEOUT = 60  # steps; a phase that cannot reach its tolerance moves on
+#: Turns of the gripper about the vertical (rad) tried for an object other than a bowl, smallest first.
+GRASP_YAWS = (0.0, np.pi / 12, -np.pi / 12, np.pi / 6, -np.pi / 6, np.pi / 4, -np.pi / 4, np.pi / 3, -np.pi / 3,
+              np.pi / 2, -np.pi / 2)  # fmt: skip
+CLEARANCE = 0.015  # m: wanted gap between the gripper and a neighbouring object at the grasp
+MAX_SPAN = 0.07  # m: the widest object the open fingers close around
+PAD_HALF_WIDTH = 0.01  # m: the fingers touch the object within this of the closing line
 SUITES_WITH_EXPERTS = ("libero_spatial", "libero_object")
 
 
@@ -61,6 +68,72 @@ def collision_box(model, data, body_id: int) -> Box:
         lows.append(centre - half)
         highs.append(centre + half)
     return Box(np.min(lows, axis=0), np.max(highs, axis=0))
+
+
+def body_boxes(model, data, body_id: int, origin: np.ndarray) -> list[Box]:
+    """Bounds of each collision geom of ``body_id`` (mesh vertices or box corners), relative to ``origin`` (3,)."""
+    boxes = []
+    for geom in np.flatnonzero((model.geom_bodyid == body_id) & (model.geom_group == 0)):
+        rotation = data.geom_xmat[geom].reshape(3, 3)
+        if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_MESH:
+            mesh = model.geom_dataid[geom]
+            start = model.mesh_vertadr[mesh]
+            local = model.mesh_vert[start : start + model.mesh_vertnum[mesh]]
+        else:  # boxes exactly, other shapes by their bounding sphere's cube
+            half = model.geom_size[geom] if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX else np.full(3, model.geom_rbound[geom])
+            local = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half
+        points = data.geom_xpos[geom] + local @ rotation.T - origin
+        boxes.append(Box(points.min(axis=0), points.max(axis=0)))
+    return boxes
+
+
+def rectangle_meets_box(centre: np.ndarray, half: np.ndarray, yaw: float, box: Box) -> bool:
+    """Whether a rectangle (centre (2,), half extents (2,), turned by ``yaw``) overlaps ``box``'s xy bounds
+    (separating-axis test on the box's axes and the rectangle's)."""
+    axes = np.array([[np.cos(yaw), np.sin(yaw)], [-np.sin(yaw), np.cos(yaw)]])  # the rectangle's axes (rows)
+    box_half = (box.hi[:2] - box.lo[:2]) / 2
+    gap = centre - box.centre[:2]
+    for axis in (np.array([1.0, 0.0]), np.array([0.0, 1.0]), axes[0], axes[1]):
+        reach = np.abs(axes @ axis) @ half + np.abs(axis) @ box_half
+        if abs(gap @ axis) > reach:
+            return False
+    return True
+
+
+def span_along(model, data, body_id: int, point: np.ndarray, direction: np.ndarray, band: float) -> float:
+    """Extent (m) of ``body_id``'s box collision geoms along the horizontal ``direction`` (3,) on the lines
+    through ``point`` (3,) and ``band`` to either side: how far open fingers closing there must be."""
+    across = np.array([-direction[1], direction[0], 0.0])
+    lows, highs = [], []
+    for geom in np.flatnonzero((model.geom_bodyid == body_id) & (model.geom_group == 0)):
+        rotation = data.geom_xmat[geom].reshape(3, 3)
+        if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX:
+            half = model.geom_size[geom]
+        else:
+            half = np.full(3, model.geom_rbound[geom])
+        step = rotation.T @ direction
+        for offset in (-band, 0.0, band):
+            start = rotation.T @ (point + offset * across - data.geom_xpos[geom])
+            low, high = -np.inf, np.inf
+            for axis in range(3):  # the line's stretch inside each slab of the box
+                if abs(step[axis]) < 1e-9:
+                    if abs(start[axis]) > half[axis]:
+                        low, high = np.inf, -np.inf
+                    continue
+                ends = sorted(((-half[axis] - start[axis]) / step[axis], (half[axis] - start[axis]) / step[axis]))
+                low, high = max(low, ends[0]), min(high, ends[1])
+            if low <= high:
+                lows.append(low)
+                highs.append(high)
+    return float(max(highs) - min(lows)) if lows else 0.0
+
+
+def _descends_from(model, body: int, ancestor: int) -> bool:
+    while body > 0:
+        body = model.body_parentid[body]
+        if body == ancestor:
+            return True
+    return False
 
 
 def goal_of(inner) -> tuple[str, str]:
@@ -107,8 +180,40 @@ class LiberoPickPlaceExpert:
         # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
         self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
-        if self.turned:
-            self.orientation = Rotation.from_euler("z", np.pi / 2).as_matrix() @ self.orientation
+        # Another object is gripped across its narrow side, the gripper turned as little as keeps its hand
+        # and fingers clear of the objects around (a box lying flat beside a tall can: the hand, 20 cm along
+        # the closing axis, would land on the can).
+        self.yaw = np.pi / 2 if self.turned else 0.0 if self.is_bowl else self._grasp_yaw()
+        if self.yaw:
+            self.orientation = Rotation.from_euler("z", self.yaw).as_matrix() @ self.orientation
+
+    def _grasp_yaw(self) -> float:
+        """The first turn of :data:`GRASP_YAWS` whose closing line spans at most :data:`MAX_SPAN` of the
+        object and whose gripper stays :data:`CLEARANCE` (then 0) from every other object; 0 if none does."""
+        model, data, inner = self.env.model, self.env.data, self.env.libero_env
+        grasp = self._grasp_point()
+        site = self._eef()
+        hand = self.env._hand_body
+        gripper = [
+            box
+            for body in range(model.nbody)
+            if body == hand or _descends_from(model, body, hand)
+            for box in body_boxes(model, data, body, site)
+        ]
+        neighbours = [self._box(name) for name in inner.obj_body_id if name != self.obj]
+        for clearance in (CLEARANCE, 0.0):
+            for yaw in GRASP_YAWS:
+                turn = Rotation.from_euler("z", yaw).as_matrix()
+                if span_along(model, data, inner.obj_body_id[self.obj], grasp, turn[:, 1], PAD_HALF_WIDTH) > MAX_SPAN:
+                    continue
+                if not any(
+                    grasp[2] + part.lo[2] < other.hi[2]
+                    and rectangle_meets_box(grasp[:2] + (turn @ part.centre)[:2], (part.hi - part.lo)[:2] / 2 + clearance, yaw, other)
+                    for part in gripper
+                    for other in neighbours
+                ):
+                    return float(yaw)
+        return 0.0
 
     def _grasp_point(self) -> np.ndarray:
         """Where the grip site closes: a bowl's wall nearest the robot (-x), or an object's centre near its top."""
