@@ -180,6 +180,15 @@ class LiberoPickPlaceExpert:
         # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
         self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
+        self.axis = 0 if self.turned else 1  # a bowl's fingers close along world y, or along x once turned
+        self.side = float(np.sign(self._eef()[self.axis] - self._box(self.obj).centre[self.axis]) or -1.0)
+        self._gripper = self._gripper_parts()
+        self._neighbours = self._neighbour_parts()
+        if self.is_bowl and not self.turned:
+            # The wall on the gripper's side, unless a finger there would land on a neighbour (a ramekin
+            # beside the bowl) and the far wall is clear.
+            if not self._clear(self._grasp_point(), 0.0, 0.0) and self._clear(self._grasp_point(-self.side), 0.0, 0.0):
+                self.side = -self.side
         # Another object is gripped across its narrow side, the gripper turned as little as keeps its hand
         # and fingers clear of the objects around (a box lying flat beside a tall can: the hand, 20 cm along
         # the closing axis, would land on the can).
@@ -187,45 +196,65 @@ class LiberoPickPlaceExpert:
         if self.yaw:
             self.orientation = Rotation.from_euler("z", self.yaw).as_matrix() @ self.orientation
 
-    def _grasp_yaw(self) -> float:
-        """The first turn of :data:`GRASP_YAWS` whose closing line spans at most :data:`MAX_SPAN` of the
-        object and whose gripper stays :data:`CLEARANCE` (then 0) from every other object; 0 if none does."""
-        model, data, inner = self.env.model, self.env.data, self.env.libero_env
-        grasp = self._grasp_point()
+    def _gripper_parts(self) -> list[Box]:
+        """Bounds of the hand's and fingers' collision geoms relative to the grip site, as they are now."""
+        model, data, hand = self.env.model, self.env.data, self.env._hand_body
         site = self._eef()
-        hand = self.env._hand_body
-        gripper = [
+        return [
             box
             for body in range(model.nbody)
             if body == hand or _descends_from(model, body, hand)
             for box in body_boxes(model, data, body, site)
         ]
-        neighbours = [self._box(name) for name in inner.obj_body_id if name != self.obj]
+
+    def _neighbour_parts(self) -> list[Box]:
+        """Bounds of the collision geoms of every object and fixture but the gripped one (their bodies and
+        those below them: a cabinet's drawers)."""
+        model, data, inner = self.env.model, self.env.data, self.env.libero_env
+        roots = [body for name, body in inner.obj_body_id.items() if name != self.obj]
+        return [
+            box
+            for body in range(model.nbody)
+            if any(body == root or _descends_from(model, body, root) for root in roots)
+            for box in body_boxes(model, data, body, np.zeros(3))
+        ]
+
+    def _clear(self, grasp: np.ndarray, yaw: float, clearance: float) -> bool:
+        """Whether the gripper, its site at ``grasp`` (3,) and turned by ``yaw``, stays ``clearance`` from
+        every object other than the one it grips."""
+        turn = Rotation.from_euler("z", yaw).as_matrix()
+        return not any(
+            grasp[2] + part.lo[2] < other.hi[2]
+            and rectangle_meets_box(grasp[:2] + (turn @ part.centre)[:2], (part.hi - part.lo)[:2] / 2 + clearance, yaw, other)
+            for part in self._gripper
+            for other in self._neighbours
+        )
+
+    def _grasp_yaw(self) -> float:
+        """The first turn of :data:`GRASP_YAWS` whose closing line spans at most :data:`MAX_SPAN` of the
+        object and whose gripper stays :data:`CLEARANCE` (then 0) from every other object; 0 if none does."""
+        model, data, inner = self.env.model, self.env.data, self.env.libero_env
+        grasp = self._grasp_point()
         for clearance in (CLEARANCE, 0.0):
             for yaw in GRASP_YAWS:
-                turn = Rotation.from_euler("z", yaw).as_matrix()
-                if span_along(model, data, inner.obj_body_id[self.obj], grasp, turn[:, 1], PAD_HALF_WIDTH) > MAX_SPAN:
+                closing = Rotation.from_euler("z", yaw).as_matrix()[:, 1]
+                if span_along(model, data, inner.obj_body_id[self.obj], grasp, closing, PAD_HALF_WIDTH) > MAX_SPAN:
                     continue
-                if not any(
-                    grasp[2] + part.lo[2] < other.hi[2]
-                    and rectangle_meets_box(grasp[:2] + (turn @ part.centre)[:2], (part.hi - part.lo)[:2] / 2 + clearance, yaw, other)
-                    for part in gripper
-                    for other in neighbours
-                ):
+                if self._clear(grasp, yaw, clearance):
                     return float(yaw)
         return 0.0
 
-    def _grasp_point(self) -> np.ndarray:
-        """Where the grip site closes: a bowl's wall nearest the robot (-x), or an object's centre near its top."""
+    def _grasp_point(self, side: float | None = None) -> np.ndarray:
+        """Where the grip site closes: a bowl's wall on ``side`` (default: the chosen one) of its closing
+        axis, or an object's centre near its top."""
         box = self._box(self.obj)
         height = box.hi[2] - box.lo[2]
-        if self.is_bowl:  # the wall across the fingers' closing axis, on the gripper's side
+        if self.is_bowl:  # the wall across the fingers' closing axis
             model, data = self.env.model, self.env.data
             body = self.env.libero_env.obj_body_id[self.obj]
             walls = np.flatnonzero((model.geom_bodyid == body) & (model.geom_group == 0))
-            axis = 0 if self.turned else 1  # closing along world y, or along x once turned a quarter
-            side = np.sign(self._eef()[axis] - box.centre[axis]) or -1.0
-            wall = walls[np.argmax(side * data.geom_xpos[walls, axis])]
+            side = self.side if side is None else side
+            wall = walls[np.argmax(side * data.geom_xpos[walls, self.axis])]
             return np.array([data.geom_xpos[wall, 0], data.geom_xpos[wall, 1], box.hi[2] - 0.012])
         return np.array([box.centre[0], box.centre[1], max(box.hi[2] - 0.03, box.lo[2] + 0.4 * height)])
 
