@@ -165,13 +165,21 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
     assert install.link_assets().resolve() == install.assets_source_dir().resolve()  # idempotent
 
 
-@pytest.mark.parametrize("task", ["libero_object/0", "libero_spatial/4"])  # soup into the basket; bowl off the cabinet
-def test_scripted_expert_succeeds(task):
+@pytest.mark.parametrize(
+    ("task", "init_state"),
+    [
+        ("libero_object/0", 0),  # soup into the basket
+        ("libero_spatial/4", 0),  # bowl out of the cabinet's drawer: the gripper turned a quarter
+        ("libero_object/1", 1),  # cream cheese lying flat beside the tomato sauce: the gripper turned to clear it
+        ("libero_spatial/1", 11),  # bowl beside the ramekin: gripped by its far wall
+    ],
+)
+def test_scripted_expert_succeeds(task, init_state):
     from envs.experts import get_expert
 
     env = make_libero_env(task=task, image_size=32, cameras=("agentview",))
     try:
-        env.reset(options={"init_state": 0})
+        env.reset(options={"init_state": init_state})
         expert = get_expert("libero", task, env)
         env.skip_images = True
         for _ in range(env.max_episode_steps):
