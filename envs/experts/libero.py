@@ -39,6 +39,16 @@ CLEARANCE = 0.015  # m: wanted gap between the gripper and a neighbouring object
 MAX_SPAN = 0.07  # m: the widest object the open fingers close around
 PAD_HALF_WIDTH = 0.01  # m: the fingers touch the object within this of the closing line
 SUITES_WITH_EXPERTS = ("libero_spatial", "libero_object")
+#: Tasks of other suites whose goal is one pick and place the expert runs (task names, LIBERO's order).
+PICK_PLACE_TASKS = {
+    "libero_goal": (
+        "put_the_bowl_on_the_stove",
+        "put_the_wine_bottle_on_top_of_the_cabinet",
+        "put_the_bowl_on_top_of_the_cabinet",
+        "put_the_cream_cheese_in_the_bowl",
+        "put_the_bowl_on_the_plate",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -169,17 +179,36 @@ class LiberoPickPlaceExpert:
         inner = self.env.libero_env
         return collision_box(self.env.model, self.env.data, inner.obj_body_id[name])
 
+    def _subtree_boxes(self, name: str) -> list[Box]:
+        """Bounds of each collision geom of ``name``'s body and the bodies below it (a fixture's parts)."""
+        model, data = self.env.model, self.env.data
+        root = self.env.libero_env.obj_body_id[name]
+        return [
+            box
+            for body in range(model.nbody)
+            if body == root or _descends_from(model, body, root)
+            for box in body_boxes(model, data, body, np.zeros(3))
+        ]
+
+    def _base(self, name: str) -> float:
+        """Height (m) of the lowest collision geom of ``name`` and its parts."""
+        return min(box.lo[2] for box in self._subtree_boxes(name))
+
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode: read the goal and the grasp from the current (reset) state."""
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         self.sequence = PhaseSequence(PHASE_TIMEOUT)
         self.orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
-        self.obj, self.target = goal_of(self.env.libero_env)
+        inner = self.env.libero_env
+        self.obj, self.target = goal_of(inner)
+        # A region of a fixture (a stove's cook region, a cabinet's top) is a site: the object goes there.
+        region = inner.parsed_problem["goal_state"][0][2]
+        self.place_site = region if region != self.target and self.target in inner.fixtures_dict else None
         self.is_bowl = "bowl" in self.obj
         # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
-        self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._box(self.target).lo[2] + RAISED
+        self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._base(self.target) + RAISED
         self.axis = 0 if self.turned else 1  # a bowl's fingers close along world y, or along x once turned
         self.side = float(np.sign(self._eef()[self.axis] - self._box(self.obj).centre[self.axis]) or -1.0)
         self._gripper = self._gripper_parts()
@@ -196,6 +225,22 @@ class LiberoPickPlaceExpert:
         if self.yaw:
             self.orientation = Rotation.from_euler("z", self.yaw).as_matrix() @ self.orientation
 
+    def _place_centre(self) -> np.ndarray:
+        """Where the held object's centre goes (x, y) and the height of the surface there (z): the goal's
+        region of a fixture (its site; the fixture's highest collision geom under it), else the target's
+        collision bounds (centre, top)."""
+        if self.place_site is None:
+            box = self._box(self.target)
+            return np.array([*box.centre[:2], box.hi[2]])
+        model, data = self.env.model, self.env.data
+        site = data.site_xpos[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, self.place_site)]
+        under = [
+            box.hi[2]
+            for box in self._subtree_boxes(self.target)
+            if np.all(box.lo[:2] <= site[:2]) and np.all(site[:2] <= box.hi[:2])
+        ]
+        return np.array([site[0], site[1], max(under) if under else site[2]])
+
     def _gripper_parts(self) -> list[Box]:
         """Bounds of the hand's and fingers' collision geoms relative to the grip site, as they are now."""
         model, data, hand = self.env.model, self.env.data, self.env._hand_body
@@ -210,14 +255,8 @@ class LiberoPickPlaceExpert:
     def _neighbour_parts(self) -> list[Box]:
         """Bounds of the collision geoms of every object and fixture but the gripped one (their bodies and
         those below them: a cabinet's drawers)."""
-        model, data, inner = self.env.model, self.env.data, self.env.libero_env
-        roots = [body for name, body in inner.obj_body_id.items() if name != self.obj]
-        return [
-            box
-            for body in range(model.nbody)
-            if any(body == root or _descends_from(model, body, root) for root in roots)
-            for box in body_boxes(model, data, body, np.zeros(3))
-        ]
+        names = [name for name in self.env.libero_env.obj_body_id if name != self.obj]
+        return [box for name in names for box in self._subtree_boxes(name)]
 
     def _clear(self, grasp: np.ndarray, yaw: float, clearance: float) -> bool:
         """Whether the gripper, its site at ``grasp`` (3,) and turned by ``yaw``, stays ``clearance`` from
@@ -263,12 +302,12 @@ class LiberoPickPlaceExpert:
         obj_box = self._box(self.obj)
         offset = grasp[:2] - obj_box.centre[:2]  # grip site relative to the object's centre, held fixed
         hold_height = grasp[2] - obj_box.lo[2]  # grip site above the object's bottom
-        target_box = self._box(self.target)
-        carry_z = max(target_box.hi[2], obj_box.hi[2]) + hold_height + 0.08
-        place_z = target_box.hi[2] + hold_height + (0.02 if self.is_bowl else 0.03)
+        target_top = self._place_centre()[2]
+        carry_z = max(target_top, obj_box.hi[2]) + hold_height + 0.08
+        place_z = target_top + hold_height + (0.02 if self.is_bowl else 0.03)
 
         def over_target(z: float):
-            return lambda: np.array([*(self._box(self.target).centre[:2] + offset), z])
+            return lambda: np.array([*(self._place_centre()[:2] + offset), z])
 
         above_grasp = grasp + np.array([0.0, 0.0, 0.10])
         return [
@@ -300,7 +339,8 @@ def libero_experts() -> dict[str, type]:
     from envs.libero.suites import suite_tasks
 
     experts: dict[str, type] = {}
-    for suite in SUITES_WITH_EXPERTS:
+    for suite in SUITES_WITH_EXPERTS + tuple(PICK_PLACE_TASKS):
         for task in suite_tasks(suite):
-            experts[task.task_id] = experts[f"{suite}/{task.name}"] = LiberoPickPlaceExpert
+            if suite in SUITES_WITH_EXPERTS or task.name in PICK_PLACE_TASKS[suite]:
+                experts[task.task_id] = experts[f"{suite}/{task.name}"] = LiberoPickPlaceExpert
     return experts
