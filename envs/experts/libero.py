@@ -1,15 +1,19 @@
-"""Scripted pick-and-place experts for LIBERO (libero_spatial, libero_object) from the simulator's state.
+"""Scripted pick-and-place experts for LIBERO from the simulator's state: libero_spatial, libero_object,
+and the pick-and-place tasks of libero_goal and libero_10 (:data:`PICK_PLACE_TASKS`).
 
-The task's goal in its BDDL file names the object to move and where it goes (``(On bowl plate)``,
-``(In soup basket_contain_region)``). The expert reads the object's and the target's collision geoms
-(their world-frame bounding box: privileged state, not images) and runs a sequence of phases
-(:mod:`envs.experts.phases`): above the grasp point, down, close, lift, over the target, down, open,
-up. Bowls are gripped by their wall on the gripper's side (the fingers close along the world y axis,
-across that wall; a bowl raised in or on a fixture such as a cabinet, where a finger beside it would land
-on the fixture, by the wall facing the robot, the gripper turned a quarter turn); other objects at their
-centre, a little below the top. The held object is carried so that its centre arrives over the target's
-centre. The gripper holds the orientation it had at the start
-(rotation commands from the orientation error).
+The task's goal in its BDDL file names the objects to move and where they go (``(On bowl plate)``,
+``(In soup basket_contain_region)``; several, one after the other). The expert reads the objects' and
+the targets' collision geoms (world-frame bounds: privileged state, not images) and runs a sequence of
+phases (:mod:`envs.experts.phases`) per goal: above the grasp point, down, close, lift, over the target,
+down, open, up. Bowls and mugs are gripped by their wall on the gripper's side (the fingers close along
+the world y axis, across that wall), or by the far wall when a finger on the near side would land on a
+neighbour; a bowl raised in or on a fixture such as a cabinet, where a finger beside it would land on the
+fixture, by the wall facing the robot, the gripper turned a quarter turn. Other objects are gripped at
+their centre, a little below the top, the gripper turned as little as keeps its hand and fingers clear
+of the objects around and the closing line across the object short enough for the open fingers. The held
+object is carried so that its centre arrives over the target's centre (a fixture's goal region: its
+site). Between turns the gripper holds the orientation it had at the start (rotation commands from the
+orientation error).
 
 Actions are the controller's inputs (the env's units): a translation of ``d`` metres is ``d / 0.05``,
 a rotation of ``r`` rad is ``r / 0.5`` (OSC_POSE's scaling), clipped to [-1, 1]; gripper -1 open, +1 close.
@@ -47,6 +51,11 @@ PICK_PLACE_TASKS = {
         "put_the_bowl_on_top_of_the_cabinet",
         "put_the_cream_cheese_in_the_bowl",
         "put_the_bowl_on_the_plate",
+    ),
+    "libero_10": (  # two objects, one after the other
+        "LIVING_ROOM_SCENE2_put_both_the_alphabet_soup_and_the_tomato_sauce_in_the_basket",
+        "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
+        "LIVING_ROOM_SCENE1_put_both_the_alphabet_soup_and_the_cream_cheese_box_in_the_basket",
     ),
 }
 
@@ -146,16 +155,19 @@ def _descends_from(model, body: int, ancestor: int) -> bool:
     return False
 
 
-def goal_of(inner) -> tuple[str, str]:
-    """(object, target body) of a pick-and-place goal ``(On|In obj target)``; a region names its body."""
-    goal = inner.parsed_problem["goal_state"]
-    if len(goal) != 1 or goal[0][0].lower() not in ("on", "in") or len(goal[0]) != 3:
-        raise ValueError(f"the LIBERO expert handles one On/In goal; this task's goal is {goal}")
-    _, obj, target = goal[0]
-    for body in inner.obj_body_id:
-        if target == body or target.startswith(f"{body}_"):
-            return obj, body
-    raise ValueError(f"no body for the goal's target {target!r}; bodies: {sorted(inner.obj_body_id)}")
+def goals_of(inner) -> list[tuple[str, str, str]]:
+    """(object, target body, target as the goal names it) of each pick-and-place predicate ``(On|In obj
+    target)`` of the task's goal, in the task file's order; a region names its body."""
+    goals = []
+    for predicate in inner.parsed_problem["goal_state"]:
+        if predicate[0].lower() not in ("on", "in") or len(predicate) != 3:
+            raise ValueError(f"the LIBERO expert handles On/In goals; this task's goal has {predicate}")
+        _, obj, target = predicate
+        body = next((body for body in inner.obj_body_id if target == body or target.startswith(f"{body}_")), None)
+        if body is None:
+            raise ValueError(f"no body for the goal's target {target!r}; bodies: {sorted(inner.obj_body_id)}")
+        goals.append((obj, body, target))
+    return goals
 
 
 class LiberoPickPlaceExpert:
@@ -195,23 +207,29 @@ class LiberoPickPlaceExpert:
         return min(box.lo[2] for box in self._subtree_boxes(name))
 
     def reset(self, seed: int | None = None) -> None:
-        """Start a new episode: read the goal and the grasp from the current (reset) state."""
+        """Start a new episode: read the goals from the task and the first grasp from the current state."""
         if seed is not None:
             self.rng = np.random.default_rng(seed)
+        self.start_orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
+        self._gripper = self._gripper_parts()  # as at the start: fingers open, the hand upright
+        self.goals = goals_of(self.env.libero_env)
+        self.goal_index = 0
+        self._start_goal()
+
+    def _start_goal(self) -> None:
+        """Plan the pick and place of goal ``goal_index`` from the current state."""
         self.sequence = PhaseSequence(PHASE_TIMEOUT)
-        self.orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
+        self.orientation = self.start_orientation
         inner = self.env.libero_env
-        self.obj, self.target = goal_of(inner)
+        self.obj, self.target, region = self.goals[self.goal_index]
         # A region of a fixture (a stove's cook region, a cabinet's top) is a site: the object goes there.
-        region = inner.parsed_problem["goal_state"][0][2]
         self.place_site = region if region != self.target and self.target in inner.fixtures_dict else None
-        self.is_bowl = "bowl" in self.obj
+        self.is_bowl = "bowl" in self.obj or "mug" in self.obj  # gripped by the wall
         # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
         self.turned = self.is_bowl and self._box(self.obj).lo[2] > self._base(self.target) + RAISED
         self.axis = 0 if self.turned else 1  # a bowl's fingers close along world y, or along x once turned
         self.side = float(np.sign(self._eef()[self.axis] - self._box(self.obj).centre[self.axis]) or -1.0)
-        self._gripper = self._gripper_parts()
         self._neighbours = self._neighbour_parts()
         if self.is_bowl and not self.turned:
             # The wall on the gripper's side, unless a finger there would land on a neighbour (a ramekin
@@ -325,6 +343,10 @@ class LiberoPickPlaceExpert:
     def act(self, obs: object = None) -> np.ndarray:
         """Next action (7,) in the controller's units."""
         phase, target = self.sequence.advance(self._phases, self._eef)
+        if self.sequence.finished and self.goal_index < len(self.goals) - 1:  # placed: on to the next goal
+            self.goal_index += 1
+            self._start_goal()
+            phase, target = self.sequence.advance(self._phases, self._eef)
         translation = (target - self._eef()) / TRANSLATION_SCALE
         if self.noise_std > 0:
             translation = translation + self.rng.normal(0.0, self.noise_std, size=3)

@@ -173,6 +173,7 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
         ("libero_object/1", 1),  # cream cheese lying flat beside the tomato sauce: the gripper turned to clear it
         ("libero_spatial/1", 11),  # bowl beside the ramekin: gripped by its far wall
         ("libero_goal/2", 0),  # wine bottle onto the cabinet's top: a fixture's region (a site)
+        ("libero_10/4", 0),  # two mugs onto two plates, one after the other, each gripped by its wall
     ],
 )
 def test_scripted_expert_succeeds(task, init_state):
