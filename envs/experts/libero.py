@@ -55,6 +55,7 @@ PICK_PLACE_TASKS = {
     "libero_10": (  # two objects, one after the other
         "LIVING_ROOM_SCENE2_put_both_the_alphabet_soup_and_the_tomato_sauce_in_the_basket",
         "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
+        "LIVING_ROOM_SCENE6_put_the_white_mug_on_the_plate_and_put_the_chocolate_pudding_to_the_right_of_the_plate",
         "LIVING_ROOM_SCENE1_put_both_the_alphabet_soup_and_the_cream_cheese_box_in_the_basket",
     ),
 }
@@ -157,15 +158,16 @@ def _descends_from(model, body: int, ancestor: int) -> bool:
 
 def goals_of(inner) -> list[tuple[str, str, str]]:
     """(object, target body, target as the goal names it) of each pick-and-place predicate ``(On|In obj
-    target)`` of the task's goal, in the task file's order; a region names its body."""
+    target)`` of the task's goal, in the task file's order; a region names its body (None: a region of the
+    table)."""
     goals = []
     for predicate in inner.parsed_problem["goal_state"]:
         if predicate[0].lower() not in ("on", "in") or len(predicate) != 3:
             raise ValueError(f"the LIBERO expert handles On/In goals; this task's goal has {predicate}")
         _, obj, target = predicate
         body = next((body for body in inner.obj_body_id if target == body or target.startswith(f"{body}_")), None)
-        if body is None:
-            raise ValueError(f"no body for the goal's target {target!r}; bodies: {sorted(inner.obj_body_id)}")
+        if body is None and target not in inner.object_sites_dict:  # a region of the table has no body
+            raise ValueError(f"no body or region for the goal's target {target!r}; bodies: {sorted(inner.obj_body_id)}")
         goals.append((obj, body, target))
     return goals
 
@@ -202,8 +204,10 @@ class LiberoPickPlaceExpert:
             for box in body_boxes(model, data, body, np.zeros(3))
         ]
 
-    def _base(self, name: str) -> float:
-        """Height (m) of the lowest collision geom of ``name`` and its parts."""
+    def _base(self, name: str | None) -> float:
+        """Height (m) of the lowest collision geom of ``name`` and its parts (None: the goal's table region)."""
+        if name is None:
+            return float(self._place_centre()[2])
         return min(box.lo[2] for box in self._subtree_boxes(name))
 
     def reset(self, seed: int | None = None) -> None:
@@ -223,7 +227,8 @@ class LiberoPickPlaceExpert:
         inner = self.env.libero_env
         self.obj, self.target, region = self.goals[self.goal_index]
         # A region of a fixture (a stove's cook region, a cabinet's top) is a site: the object goes there.
-        self.place_site = region if region != self.target and self.target in inner.fixtures_dict else None
+        table_region = self.target is None
+        self.place_site = region if table_region or (region != self.target and self.target in inner.fixtures_dict) else None
         self.is_bowl = "bowl" in self.obj or "mug" in self.obj  # gripped by the wall
         # A bowl raised in or on a fixture (a cabinet) leaves no room beside it for a finger along y: turn the
         # gripper a quarter about the vertical and grip the wall that faces the robot instead.
@@ -252,6 +257,8 @@ class LiberoPickPlaceExpert:
             return np.array([*box.centre[:2], box.hi[2]])
         model, data = self.env.model, self.env.data
         site = data.site_xpos[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, self.place_site)]
+        if self.target is None:  # a region of the table: its site lies on the table
+            return site.copy()
         under = [
             box.hi[2]
             for box in self._subtree_boxes(self.target)
