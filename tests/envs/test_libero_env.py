@@ -173,7 +173,7 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
         ("libero_object/1", 1),  # cream cheese lying flat beside the tomato sauce: the gripper turned to clear it
         ("libero_spatial/1", 11),  # bowl beside the ramekin: gripped by its far wall
         ("libero_goal/2", 0),  # wine bottle onto the cabinet's top: a fixture's region (a site)
-        ("libero_10/4", 0),  # two mugs onto two plates, one after the other, each gripped by its wall
+        ("libero_10/6", 0),  # a mug (gripped by its wall) onto the plate, then the pudding onto a table region
     ],
 )
 def test_scripted_expert_succeeds(task, init_state):
@@ -191,6 +191,18 @@ def test_scripted_expert_succeeds(task, init_state):
         assert info["is_success"] and terminated and reward == 1.0
     finally:
         env.close()
+
+
+def test_libero_experts_cover_the_listed_pick_and_place_tasks():
+    from envs.experts.libero import libero_experts
+
+    experts = libero_experts()
+    indexed = {task for task in experts if task.rsplit("/", 1)[1].isdigit()}
+    by_suite = {suite: sorted(int(t.rsplit("/", 1)[1]) for t in indexed if t.startswith(f"{suite}/")) for suite in
+                ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")}  # fmt: skip
+    assert by_suite == {"libero_spatial": list(range(10)), "libero_object": list(range(10)),
+                        "libero_goal": [1, 2, 4, 6, 8], "libero_10": [0, 4, 6, 7], "libero_90": []}  # fmt: skip
+    assert f"libero_goal/{get_task('libero_goal/8').name}" in experts  # by name as by index
 
 
 def test_bench_env_takes_a_libero_task_with_its_suite(capsys):
