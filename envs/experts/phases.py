@@ -32,6 +32,7 @@ class PhaseSequence:
         self.index = 0
         self.steps_in_phase = 0
         self.phases: list | None = None
+        self.finished = False
 
     def _done(self, phase: Phase, target: np.ndarray, position: np.ndarray) -> bool:
         if self.steps_in_phase >= self.timeout:
@@ -53,5 +54,7 @@ class PhaseSequence:
             self.steps_in_phase = 0
             phase = self.phases[self.index]
             target = phase.target()
+        #: On the last phase, and done with it: an expert with more to do may start its next sequence.
+        self.finished = self.index == len(self.phases) - 1 and self._done(phase, target, position())
         self.steps_in_phase += 1
         return phase, target

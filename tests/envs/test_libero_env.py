@@ -166,13 +166,23 @@ def test_install_writes_the_config_inside_the_environment_not_home(tmp_path, mon
     assert install.link_assets().resolve() == install.assets_source_dir().resolve()  # idempotent
 
 
-@pytest.mark.parametrize("task", ["libero_object/0", "libero_spatial/4"])  # soup into the basket; bowl off the cabinet
-def test_scripted_expert_succeeds(task):
+@pytest.mark.parametrize(
+    ("task", "init_state"),
+    [
+        ("libero_object/0", 0),  # soup into the basket
+        ("libero_spatial/4", 0),  # bowl out of the cabinet's drawer: the gripper turned a quarter
+        ("libero_object/1", 1),  # cream cheese lying flat beside the tomato sauce: the gripper turned to clear it
+        ("libero_spatial/1", 11),  # bowl beside the ramekin: gripped by its far wall
+        ("libero_goal/2", 0),  # wine bottle onto the cabinet's top: a fixture's region (a site)
+        ("libero_10/6", 0),  # a mug (gripped by its wall) onto the plate, then the pudding onto a table region
+    ],
+)
+def test_scripted_expert_succeeds(task, init_state):
     from envs.experts import get_expert
 
     env = make_libero_env(task=task, image_size=32, cameras=("agentview",))
     try:
-        env.reset(options={"init_state": 0})
+        env.reset(options={"init_state": init_state})
         expert = get_expert("libero", task, env)
         env.skip_images = True
         for _ in range(env.max_episode_steps):
@@ -182,6 +192,18 @@ def test_scripted_expert_succeeds(task):
         assert info["is_success"] and terminated and reward == 1.0
     finally:
         env.close()
+
+
+def test_libero_experts_cover_the_listed_pick_and_place_tasks():
+    from envs.experts.libero import libero_experts
+
+    experts = libero_experts()
+    indexed = {task for task in experts if task.rsplit("/", 1)[1].isdigit()}
+    by_suite = {suite: sorted(int(t.rsplit("/", 1)[1]) for t in indexed if t.startswith(f"{suite}/")) for suite in
+                ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")}  # fmt: skip
+    assert by_suite == {"libero_spatial": list(range(10)), "libero_object": list(range(10)),
+                        "libero_goal": [1, 2, 4, 6, 8], "libero_10": [0, 4, 6, 7], "libero_90": []}  # fmt: skip
+    assert f"libero_goal/{get_task('libero_goal/8').name}" in experts  # by name as by index
 
 
 def test_bench_env_takes_a_libero_task_with_its_suite(capsys):
