@@ -149,7 +149,7 @@ COMMANDS = documented_commands()
 def test_the_pages_document_the_commands_this_test_should_see():
     """The extraction finds the commands (a change of the pages' format must not empty this test)."""
     commands = [command for _, command in COMMANDS]
-    for expected in ("vla-rl bench policy --vlm", "vla-rl eval eval.policy=expert env.tasks=[reach]",
+    for expected in ("vla-rl bench policy --vlm --batch-size 8 --repeats 2", "vla-rl eval eval.policy=expert env.tasks=[reach]",
                      "vla-rl policies check pooled_pixels_policy.policy:make"):  # fmt: skip
         assert expected in commands
     assert len(commands) >= 25
