@@ -9,10 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-try:
-    import envs.libero  # noqa: F401
-except ImportError as error:
-    pytest.skip(f"LIBERO is not installed ({error}); `make libero` installs it", allow_module_level=True)
+pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it")
 
 from envs.builtin.rendering import CameraRenderer
 from envs.libero.env import COLLISION_GROUP, DEFAULT_MESH_CELL, make_libero_env

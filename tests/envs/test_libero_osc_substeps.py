@@ -8,10 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-try:
-    import envs.libero  # noqa: F401
-except ImportError as error:
-    pytest.skip(f"LIBERO is not installed ({error}); `make libero` installs it", allow_module_level=True)
+pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it")
 
 from envs.experts.libero import LiberoPickPlaceExpert
 from envs.libero import osc_substeps
