@@ -25,7 +25,10 @@ def resolve(names: list[str]) -> list[str]:
     """Suites expand to their tasks, in LIBERO's order; task ids are checked."""
     tasks: list[str] = []
     for name in names:
-        tasks.extend(task.task_id for task in suite_tasks(name)) if name in SUITES else tasks.append(get_task(name).task_id)
+        if name in SUITES:
+            tasks.extend(task.task_id for task in suite_tasks(name))
+        else:
+            tasks.append(get_task(name).task_id)
     return tasks
 
 
