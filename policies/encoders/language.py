@@ -1,7 +1,7 @@
 """Language encoders: a list of instructions -> one embedding per instruction ``(B, E)``.
 
-Two kinds behind one interface (:class:`LanguageEncoder`), chosen by ``LanguageConfig.kind``
-through :data:`LANGUAGE_ENCODERS`:
+Two kinds behind one interface (:class:`policies.encoders.language_base.LanguageEncoder`), chosen by
+``LanguageConfig.kind`` through :data:`LANGUAGE_ENCODERS`:
 
 - ``"hashed_bow"`` (:class:`HashedBagOfWordsEncoder`): small and trainable, needs no weights.
 - ``"pretrained"`` (:class:`policies.encoders.pretrained_language.PretrainedTextEncoder`):
@@ -18,17 +18,10 @@ import torch
 from torch import nn
 
 from policies.config import LanguageConfig
+from policies.encoders.language_base import LanguageEncoder
+from policies.encoders.pretrained_language import PretrainedTextEncoder
 
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-class LanguageEncoder(nn.Module):
-    """``forward(instructions: list[str]) -> (B, output_dim)`` on the encoder's device."""
-
-    output_dim: int
-
-    def forward(self, instructions: Sequence[str]) -> torch.Tensor:
-        raise NotImplementedError
 
 
 def hashed_tokens(text: str, num_buckets: int) -> list[int]:
@@ -83,16 +76,10 @@ class HashedBagOfWordsEncoder(LanguageEncoder):
         return cls(embedding_dim=config.embedding_dim, num_buckets=config.num_buckets)
 
 
-def _build_pretrained(config: LanguageConfig) -> LanguageEncoder:
-    from policies.encoders.pretrained_language import PretrainedTextEncoder  # imports transformers lazily
-
-    return PretrainedTextEncoder.from_config(config)
-
-
 #: kind -> factory(config). A new encoder kind registers itself here.
 LANGUAGE_ENCODERS: dict[str, Callable[[LanguageConfig], LanguageEncoder]] = {
     "hashed_bow": HashedBagOfWordsEncoder.from_config,
-    "pretrained": _build_pretrained,
+    "pretrained": PretrainedTextEncoder.from_config,
 }
 
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.config import LanguageConfig
-from policies.encoders.language import LanguageEncoder
+from policies.encoders.language_base import LanguageEncoder
 
 PACKAGE_PREFIX = "package:"
 
