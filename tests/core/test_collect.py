@@ -9,8 +9,9 @@ import pytest
 
 from vla_rl.cli import main
 from vla_rl.stages.collect import collect_demonstrations
-from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore, load_demonstrations, split_names
-from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
+from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore
+from vla_rl.stages.sft.episodes import split_names
 
 KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
 

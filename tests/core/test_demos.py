@@ -6,8 +6,9 @@ import h5py
 import numpy as np
 import pytest
 
-from vla_rl.stages.sft.demos import ChunkDataset, Episode, EpisodeStore, load_demonstrations, write_dataset
-from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
+from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore, write_dataset
+from vla_rl.stages.sft.episodes import Episode
 
 
 def make_episode(rng: np.random.Generator, length: int, task: str, seed: int) -> Episode:

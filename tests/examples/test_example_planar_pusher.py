@@ -10,7 +10,7 @@ import numpy as np
 from envs.experts import get_expert
 from envs.registry import make, registered
 from vla_rl.cli import main
-from vla_rl.stages.sft.demos import load_demonstrations
+from vla_rl.stages.sft.datasets import load_demonstrations
 
 ENV_ID = "planar_pusher.env:make"
 CONFIGS = str(Path(__file__).resolve().parents[2] / "examples" / "planar_pusher" / "planar_pusher" / "configs")  # the package's own

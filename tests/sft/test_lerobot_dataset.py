@@ -17,14 +17,14 @@ import torch
 
 from vla_rl.cli import main
 from vla_rl.stages.sft.batches import collate_chunks, dataset_files, shuffled_batches
-from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
+from vla_rl.stages.sft.demos import ChunkDataset
 from vla_rl.stages.sft.lerobot import (
     LeRobotFormatError,
     _write_video,
     load_lerobot_demonstrations,
     write_lerobot_dataset,
 )
-from vla_rl.stages.sft.statistics import load_statistics
 
 SFT_TINY = ["policy=flow", "env.tasks=[reach,lift]", "env.kwargs.image_size=32", "policy.embedding_dim=64",
             "policy.vision.backbone_kwargs.channels=[8,16,16,32]", "policy.vision.backbone_kwargs.stem_width=8",

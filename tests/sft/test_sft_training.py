@@ -16,8 +16,8 @@ from policies.vla import VLAPolicy
 from vla_rl.config import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.sft.batches import DatasetError, MissingDatasetError, collate_chunks
-from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations, write_dataset
-from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
+from vla_rl.stages.sft.demos import ChunkDataset, write_dataset
 from vla_rl.stages.sft.training import UNDERTRAINED_DROP, SFTConfig, run_sft
 from vla_rl.workers.policy_factory import PolicySpec
 

@@ -10,7 +10,8 @@ import torch
 from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.cli import main
 from vla_rl.stages.sft.batches import collate_chunks, ordered_batches, shuffled_batches
-from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
+from vla_rl.stages.sft.datasets import load_demonstrations
+from vla_rl.stages.sft.demos import ChunkDataset
 from vla_rl.stages.sft.training import SFTConfig, second_half_drop, total_training_steps
 from vla_rl.workers.actor_worker import OptimConfig
 

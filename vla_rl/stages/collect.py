@@ -25,7 +25,8 @@ from contract.config_reader import check_types, require
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
 from vla_rl.config import EnvConfig
-from vla_rl.stages.sft.demos import Episode, EpisodeStore, write_dataset
+from vla_rl.stages.sft.demos import EpisodeStore, write_dataset
+from vla_rl.stages.sft.episodes import Episode
 from vla_rl.stages.sft.target_frames import collect_target_frames
 from vla_rl.workers.chunked_envs import check_env_output
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from vla_rl.stages.sft.demos import ChunkDataset, Episode
+from vla_rl.stages.sft.demos import ChunkDataset
+from vla_rl.stages.sft.episodes import Episode
 
 DEMOS_FILE = "demos.hdf5"
 STATS_FILE = "stats.json"

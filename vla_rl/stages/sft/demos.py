@@ -14,6 +14,7 @@
 
 robomimic's readers take this layout (``data/demo_i/obs/...``, ``actions``, ``mask/...``).
 ``stats.json`` beside it holds the statistics of :mod:`vla_rl.stages.sft.statistics`.
+:mod:`vla_rl.stages.sft.datasets` reads this layout or LeRobot's (:mod:`vla_rl.stages.sft.lerobot`).
 
 Finished episodes are first written one per file to ``<output>/episodes/`` (each through
 a temporary name), so that interrupting collection loses no finished episode; the merged
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,30 +34,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from vla_rl.stages.sft.episodes import Episode, split_names
 from vla_rl.stages.sft.statistics import feature_statistics, write_json_atomic
 
 FORMAT = "vla-rl-demos/1"
 IMAGE_SUFFIX = "_image"
-
-
-@dataclass
-class Episode:
-    """One demonstration. Arrays share the first axis T (one entry per env step)."""
-
-    task: str
-    instruction: str
-    seed: int
-    success: bool
-    images: dict[str, np.ndarray]  # camera -> uint8 (T, H, W, 3)
-    states: np.ndarray  # float32 (T, S)
-    actions: np.ndarray  # float32 (T, A)
-    rewards: np.ndarray  # float32 (T,)
-    successes: np.ndarray  # bool (T,)
-    init_state: Any = None
-    extra_attrs: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.actions)
 
 
 def _write_episode(group: h5py.Group, episode: Episode) -> None:
@@ -190,19 +171,10 @@ def write_dataset(
     return path, stats_path
 
 
-def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> dict[str, list[str]]:
-    """``{"train": [...], "valid": [...]}``: ``round(valid_fraction * len(names))`` names drawn with ``seed`` for
-    validation (none when there is only one), the rest for training; each list sorted as strings."""
-    order = np.random.default_rng(seed).permutation(len(names))
-    num_valid = int(round(valid_fraction * len(names))) if len(names) > 1 else 0
-    return {"train": sorted(names[i] for i in order[num_valid:]), "valid": sorted(names[i] for i in order[:num_valid])}
-
-
-def load_demonstrations(
+def load_hdf5_demonstrations(
     path: str | Path, split: str | None = None, split_seed: int | None = None
 ) -> tuple[list[Episode], dict[str, Any]]:
-    """Read ``demos.hdf5`` (or the folder holding it, or a LeRobot v3 dataset: :mod:`vla_rl.stages.sft.lerobot`).
-    Returns (episodes, dataset attrs).
+    """Read ``demos.hdf5`` (or the folder holding it). Returns (episodes, dataset attrs).
 
     ``split`` selects the demos of ``mask/<split>`` ("train" or "valid"); None reads all. With ``split_seed``
     the split is drawn with that seed and the file's ``valid_fraction`` (:func:`split_names`) instead of read
@@ -210,12 +182,6 @@ def load_demonstrations(
     A file written before ``valid_fraction`` was stored has only its mask, which is then read.
     """
     path = Path(path)
-    if path.is_dir() and not (path / "demos.hdf5").is_file():
-        from vla_rl.stages.sft.lerobot import lerobot_root, load_lerobot_demonstrations
-
-        root = lerobot_root(path)
-        if root is not None:
-            return load_lerobot_demonstrations(root, split, split_seed)
     if path.is_dir():
         path = path / "demos.hdf5"
     if not path.is_file():

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_rl.stages.sft.demos import Episode, split_names
+from vla_rl.stages.sft.episodes import Episode, split_names
 from vla_rl.stages.sft.statistics import feature_statistics, write_json_atomic
 
 CODEBASE_VERSION = "v3.0"
@@ -329,7 +329,7 @@ def read_lerobot_info(root: Path) -> dict[str, Any]:
 def load_lerobot_demonstrations(
     root: str | Path, split: str | None = None, split_seed: int | None = None
 ) -> tuple[list[Episode], dict[str, Any]]:
-    """The episodes of a LeRobot v3 dataset as :func:`vla_rl.stages.sft.demos.load_demonstrations` returns them.
+    """The episodes of a LeRobot v3 dataset as :func:`vla_rl.stages.sft.datasets.load_demonstrations` returns them.
 
     Cameras are the features ``observation.images.<camera>`` (``video`` or ``image``); the state is
     ``observation.state``, the actions ``action``; the instruction is the episode's first task. ``split`` and

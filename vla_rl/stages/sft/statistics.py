@@ -39,14 +39,9 @@ def write_json_atomic(path: Path, payload: dict) -> None:
     os.replace(temporary, path)
 
 
-def load_statistics(path: str | Path) -> dict:
-    """Read a ``stats.json`` (a LeRobot dataset's ``meta/stats.json`` is mapped); a missing file or feature names
-    the path."""
+def read_statistics(path: str | Path) -> dict:
+    """Read a vla-rl ``stats.json``; a missing file or feature names the path."""
     path = Path(path)
-    if path.parent.name == "meta" and (path.parent / "info.json").is_file():
-        from vla_rl.stages.sft.lerobot import lerobot_statistics
-
-        return lerobot_statistics(path.parent.parent)
     if not path.is_file():
         raise FileNotFoundError(f"dataset statistics file {path} does not exist; run `vla-rl collect` to make it")
     stats = json.loads(path.read_text())

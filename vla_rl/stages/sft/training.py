@@ -57,8 +57,8 @@ from vla_rl.stages.sft.batches import (
     shuffled_batches,
 )
 from vla_rl.stages.sft.config import SFTConfig, SFTPlan
-from vla_rl.stages.sft.demos import ChunkDataset, load_demonstrations
-from vla_rl.stages.sft.statistics import load_statistics
+from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
+from vla_rl.stages.sft.demos import ChunkDataset
 from vla_rl.stages.sft.target_frames import TARGET_FRAMES_FILE, TargetLoss
 from vla_rl.workers.policy_factory import DEFAULT_POLICY_FACTORY, PolicySpec
 
