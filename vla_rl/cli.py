@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     apply_runtime_defaults()
     limit_malloc_arenas()
-    from vla_rl.config import searching_config_dirs
+    from vla_rl.config.loading import searching_config_dirs
     from vla_rl.runtime.run_record import RecordError
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from vla_rl.config import ConfigError, env_kwargs, load_config, resolve_tasks
+from vla_rl.config import ConfigError, env_kwargs, resolve_tasks
+from vla_rl.config.loading import load_config
 
 
 def test_default_config_composes_every_group():

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from policies.config import PolicyConfig
-from vla_rl.config import REPO_ROOT, load_config
+from vla_rl.config import REPO_ROOT
 from vla_rl.config.defaults import policy_defaults, section_defaults
+from vla_rl.config.loading import load_config
 from vla_rl.stages.collect import CollectConfig
 from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section

@@ -108,7 +108,8 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys, no_stage):
 ])  # fmt: skip
 def test_the_config_check_itself_refuses_values_that_cannot_train(override, good, message):
     """The check `vla-rl train` runs before any work (``load_config``), called directly: fast whatever it says."""
-    from vla_rl.config import ConfigError, load_config
+    from vla_rl.config import ConfigError
+    from vla_rl.config.loading import load_config
 
     with pytest.raises(ConfigError) as refused:
         load_config(["experiment=default", override])
@@ -119,7 +120,8 @@ def test_the_config_check_itself_refuses_values_that_cannot_train(override, good
 def test_a_section_read_into_its_dataclass_holds_the_annotated_types():
     """yaml's ``0`` for a float field arrives as ``0.0`` (its readers need no casts); ints, bools and optional
     floats keep what they are, and a wrong type is still refused."""
-    from vla_rl.config import ConfigError, load_config, read_section
+    from vla_rl.config import ConfigError, read_section
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.collect import CollectConfig
     from vla_rl.stages.evaluation.config import EvalConfig
 

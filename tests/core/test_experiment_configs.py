@@ -7,7 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.registry import resolve
-from vla_rl.config import config_dir, env_kwargs, load_config, resolve_tasks, validate_config
+from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.config.loading import config_dir, load_config, validate_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import TrainerConfig, section
 from vla_rl.stages.rl.experiment import rollout_window, with_rollout_window

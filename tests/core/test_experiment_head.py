@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 
 VLM = ["policy=vlm", "policy.backbone.source=/tmp/any_vlm_folder"]
 

@@ -12,7 +12,8 @@ import pytest
 import envs.registry as registry
 from contract.plugins import CONFIG_GROUP, ENV_GROUP, POLICY_GROUP, installed_plugins
 from vla_rl.cli import main
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 
 FACTORY = '''
 from envs.builtin.tabletop import make_tabletop_env

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 from vla_rl.stages.collect import CollectConfig
 from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.config.tiny import TINY, tiny_overrides
 
 

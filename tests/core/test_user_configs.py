@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from vla_rl.cli import main
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import check_loaded_policy
 
 
@@ -125,7 +126,7 @@ def test_a_policy_key_typo_names_the_full_key_and_the_close_match(tmp_path):
     policies = tmp_path / "configs" / "policy"
     policies.mkdir(parents=True)
     (policies / "mine.yaml").write_text("factory: my_pkg.policy:make\npool_size: 8\nchunk_size: 4\n")
-    from vla_rl.config import searching_config_dirs
+    from vla_rl.config.loading import searching_config_dirs
 
     with searching_config_dirs([tmp_path / "configs"]):
         with pytest.raises(ConfigError) as error:

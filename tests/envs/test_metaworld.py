@@ -15,7 +15,7 @@ from envs.base import INSTRUCTION_CHARSET
 from envs.checks import CHECKS, run_checks
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, MT10_TASKS
 from envs.registry import make
-from vla_rl.config import config_dir
+from vla_rl.config.loading import config_dir
 
 needs_metaworld = pytest.mark.skipif(
     importlib.util.find_spec("metaworld") is None, reason="metaworld is not installed (pip install --no-deps metaworld==3.1.1; make venv does)"
@@ -47,7 +47,8 @@ def test_mt10_config_lists_the_mt10_tasks_and_mt50_all():
 def test_observe_goal_is_off_and_unlisted_so_earlier_data_folders_keep_their_settings(tmp_path):
     """A data folder records its env kwargs; listing ``observe_goal: false`` in the env file would make every
     folder collected before the option existed differ from the run's settings and be refused."""
-    from vla_rl.config import env_kwargs, load_config
+    from vla_rl.config import env_kwargs
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.collect import check_collection_settings
 
     kwargs = env_kwargs(load_config(["env=metaworld_mt10", "run_dir=x"]).env)

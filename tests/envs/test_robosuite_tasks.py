@@ -10,7 +10,8 @@ from envs.checks import CHECKS, run_checks
 from envs.registry import make
 from envs.robosuite import ROBOSUITE_TASKS, TASKS
 from envs.robosuite.tasks import GENERIC_EPISODE_STEPS, REGISTERED_ENVS, get_task, instruction_from_name
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 
 
 def test_every_environment_robosuite_registers_is_a_task():

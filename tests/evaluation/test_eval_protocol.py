@@ -17,7 +17,8 @@ import torch
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
-from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.evaluation.from_config import evaluate_policy_folders
 from vla_rl.stages.rl.experiment import policy_spec_from_config

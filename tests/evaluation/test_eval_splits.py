@@ -9,7 +9,8 @@ import random
 import pytest
 from scipy.stats import fisher_exact  # scipy comes with robosuite, a dependency
 
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 from vla_rl.stages.evaluation.metrics import (
     TEST_SEED_BASE,
     evaluation_seed,

@@ -68,7 +68,8 @@ def test_a_bad_key_is_a_config_error_naming_it(capsys):
 def test_rl_from_a_folder_of_another_factory_is_a_config_error(tmp_path):
     from policies.checks import synthetic_io_spec, synthetic_stats
     from policies.factory import build_from_factory
-    from vla_rl.config import ConfigError, load_config
+    from vla_rl.config import ConfigError
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.rl.experiment import policy_spec_from_config
 
     io_spec = synthetic_io_spec()
@@ -80,7 +81,7 @@ def test_rl_from_a_folder_of_another_factory_is_a_config_error(tmp_path):
 
 
 def _own_config():
-    from vla_rl.config import load_config, searching_config_dirs
+    from vla_rl.config.loading import load_config, searching_config_dirs
 
     with searching_config_dirs([CONFIGS]):
         return load_config(["experiment=gaussian_ppo", "policy=pooled_pixels"])

@@ -118,7 +118,7 @@ def test_a_word_outside_the_vocabulary_is_named(frames):
 
 
 def test_the_shipped_asset_is_pretrained_and_acts_through_policy_vlm(monkeypatch):
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.env_io import env_io_spec
     from vla_rl.stages.rl.experiment import policy_spec_from_config
 

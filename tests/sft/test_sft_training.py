@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from envs.registry import make
 from policies.config import PolicyIOSpec
 from policies.vla import VLAPolicy
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.sft.batches import DatasetError, MissingDatasetError, collate_chunks
 from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics

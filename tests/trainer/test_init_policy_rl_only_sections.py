@@ -9,7 +9,8 @@ from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
-from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import policy_spec_from_config, with_requested_rl_only_sections
 

@@ -17,7 +17,8 @@ import pytest
 from tiny_training import TINY_TRAINING
 
 from vla_rl.cli import main
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

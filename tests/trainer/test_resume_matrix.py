@@ -23,7 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from envs.registry import resolve
 from vla_rl.cli import main
-from vla_rl.config import REPO_ROOT, env_kwargs, load_config, resolve_tasks
+from vla_rl.config import REPO_ROOT, env_kwargs, resolve_tasks
+from vla_rl.config.loading import load_config
 from vla_rl.config.tiny import TINY, tiny_overrides  # noqa: F401
 from vla_rl.runtime.checkpoint import complete_checkpoints
 from vla_rl.stages.env_io import env_io_spec

@@ -35,7 +35,8 @@ import pytest
 from test_resume_matrix import EXPERIMENT_CONFIGS, EXPERIMENTS, alive, tiny_overrides
 
 from vla_rl.cli import main
-from vla_rl.config import REPO_ROOT, load_config
+from vla_rl.config import REPO_ROOT
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.trainer import Trainer
 
 TABLETOP_TASKS = ("reach", "lift", "open_drawer")

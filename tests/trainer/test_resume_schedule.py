@@ -16,7 +16,7 @@ from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import make
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
 from vla_rl.stages.rl.experiment import policy_spec_from_config

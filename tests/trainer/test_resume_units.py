@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.runtime import checkpoint
 from vla_rl.stages import pipeline
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig

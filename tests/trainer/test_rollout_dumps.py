@@ -11,7 +11,8 @@ import pytest
 from shared_ray import start_shared_ray
 
 from vla_rl.cli import main
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 from vla_rl.logging.rollout_dump import read_rollout_dump
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import validate_rl_sections

@@ -8,7 +8,7 @@ from tiny_training import TINY_TRAINING
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.algos.algorithms import CONTINUING
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.rl.rollout import episodes_from_reset
 from vla_rl.stages.run_plan import read_run_plan

@@ -11,7 +11,7 @@ import torch
 from test_trainer_update import rollout_like_batch
 from tiny_training import TINY_TRAINING as TINY
 
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.config import AlgoConfig, TrainerConfig, section
 from vla_rl.stages.rl.experiment import policy_spec_from_config

@@ -10,7 +10,8 @@ import torch
 from scipy import stats
 from tensordict import TensorDict
 
-from vla_rl.config import ConfigError, load_config
+from vla_rl.config import ConfigError
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl import task_sampling
 from vla_rl.stages.rl.config import validate_rl_sections
 from vla_rl.stages.rl.rollout import Rollout

@@ -15,7 +15,7 @@ import torch
 from tiny_training import TINY_TRAINING
 
 from contract.config_reader import FieldError, read_dataclass
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.rl.task_sampling import (
     TaskSamplingConfig,

@@ -10,7 +10,7 @@ from tiny_training import TINY_TRAINING
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from vla_rl.algos.algorithms import GROUPED_EPISODES
 from vla_rl.cli import main
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.run_plan import read_run_plan
 

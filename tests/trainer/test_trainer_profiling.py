@@ -9,7 +9,7 @@ from shared_ray import start_shared_ray
 from tiny_training import TINY_TRAINING as TINY
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.run_plan import read_run_plan
 

@@ -14,7 +14,7 @@ from tiny_training import for_refiner
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from policies.hub import load_pretrained
 from vla_rl.cli import main
-from vla_rl.config import load_config
+from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.experiment import plan_rl_run, rl_trainer
 from vla_rl.stages.run_plan import read_run_plan
 

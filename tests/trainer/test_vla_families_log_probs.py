@@ -11,7 +11,8 @@ import torch
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.registry import resolve
 from policies.backbones.tiny import write_tiny_vlm
-from vla_rl.config import env_kwargs, load_config, resolve_tasks
+from vla_rl.config import env_kwargs, resolve_tasks
+from vla_rl.config.loading import load_config
 from vla_rl.stages.env_io import env_io_spec
 from vla_rl.stages.rl.experiment import plan_rl_run, policy_spec_from_config, rl_trainer
 from vla_rl.stages.run_plan import read_run_plan

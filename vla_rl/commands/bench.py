@@ -130,7 +130,7 @@ def _trainer_benchmark(target: str, overrides: list[str], repeats: int, min_seco
     import ray
 
     from vla_rl.commands.train import train_overrides
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
     from vla_rl.runtime.ray_cluster import shutdown_ray
 
     cfg = load_config(train_overrides(overrides))  # what `vla-rl train` would run: the default experiment unless named
@@ -169,7 +169,7 @@ def _compare_benchmark(args: argparse.Namespace) -> dict:
 
 def _alignment_benchmark(args: argparse.Namespace) -> dict:
     from vla_rl.benchmarks.alignment import AlignmentSettings, run_alignment_benchmark
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
 
     settings = AlignmentSettings(
         minibatch_size=args.minibatch_size, reference_batch=args.reference_batch, repeats=args.repeats or 10,

@@ -11,7 +11,8 @@ def cmd_config(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from vla_rl.commands.train import train_overrides
-    from vla_rl.config import ConfigError, load_config
+    from vla_rl.config import ConfigError
+    from vla_rl.config.loading import load_config
 
     overrides = train_overrides(list(args.overrides)) if args.train else list(args.overrides)
     cfg = load_config(overrides)

@@ -42,7 +42,8 @@ def env_under_test(target: str, overrides: list[str], all_tasks: bool) -> EnvUnd
         UnknownEnvError, ImportError, ValueError: the env id does not resolve (the message says why).
     """
     from envs.registry import registered, resolve
-    from vla_rl.config import ConfigError, group_options, load_config, read_env_section
+    from vla_rl.config import ConfigError, read_env_section
+    from vla_rl.config.loading import group_options, load_config
 
     name, _, task = target.partition("/")
     if ":" in name or name in registered():

@@ -10,7 +10,7 @@ from vla_rl.commands.common import add_config_arguments, recording
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.evaluation import PolicyLoadError, from_config
     from vla_rl.stages.run_plan import read_run_plan
 

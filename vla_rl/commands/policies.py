@@ -10,7 +10,8 @@ from vla_rl.commands.common import CONFIG_DIR_HELP, add_config_arguments
 
 def policy_under_test(target: str, overrides: list[str]) -> tuple[str, dict]:
     """``(factory, config)``: a factory import path with its default config ({}), or the composed ``policy=TARGET``."""
-    from vla_rl.config import ConfigError, load_config
+    from vla_rl.config import ConfigError
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.run_plan import read_policy_section
 
     if ":" in target:
@@ -59,7 +60,7 @@ def cmd_policies_check(args: argparse.Namespace) -> int:
 def cmd_policies_list(args: argparse.Namespace) -> int:
     """The policy configs (``policy=NAME``) with the folder each comes from, and the installed policy plug-ins."""
     from contract.plugins import POLICY_GROUP, installed_plugins, plugin_config_dirs
-    from vla_rl.config import config_dir, extra_config_dirs
+    from vla_rl.config.loading import config_dir, extra_config_dirs
 
     plugged = {folder: plugin.source for folder, plugin in plugin_config_dirs()}
     print("policy configs (policy=NAME):")

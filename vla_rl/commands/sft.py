@@ -11,7 +11,7 @@ from vla_rl.commands.common import add_config_arguments, recording
 def cmd_sft(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.run_plan import read_run_plan
     from vla_rl.stages.sft import training
     from vla_rl.stages.sft.batches import DatasetError

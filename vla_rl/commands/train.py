@@ -15,7 +15,7 @@ def train_overrides(overrides: list[str]) -> list[str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from vla_rl.config import load_config
+    from vla_rl.config.loading import load_config
     from vla_rl.stages.pipeline import check_resumable, check_train_plan, read_progress, run_experiment
     from vla_rl.stages.run_plan import read_run_plan
 

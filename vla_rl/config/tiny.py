@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from vla_rl.config import load_config, read_env_section
+from vla_rl.config import read_env_section
+from vla_rl.config.loading import load_config
 
 TINY = [
     "experiment.stages=[rl]",
