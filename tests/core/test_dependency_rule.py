@@ -1,7 +1,7 @@
 """Arrows point one way. The contract package (``contract``) imports none of the others; the envs and the policies
 import only it (never each other, never the core); the core's workers, algorithms, runtime, logging, trainer and
 rollout import no env or policy package: they build envs and policies from import paths the entry layer hands
-them. Imports inside functions count too."""
+them. Imports inside functions count too, and the import graph of all four packages has no cycle."""
 
 from __future__ import annotations
 
@@ -23,6 +23,77 @@ FORBIDDEN = {"contract": {"envs", "policies", "vla_rl"}, "envs": {"policies", "v
 #: use the core's learning-rate schedule and weight sync (issue #49: they leave policies/).
 ALLOWED = {("policies/backbones/pretrain.py", "vla_rl.algos.lr_schedules"),
            ("policies/backbones/benchmark.py", "vla_rl.workers.weight_sync")}  # fmt: skip
+
+
+def imported_names(path) -> list[str]:
+    """Every name an ``import`` or absolute ``from ... import`` of ``path`` may load, at any depth (inside
+    functions too): ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (c may be a module)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return names
+
+
+def module_files() -> dict[str, object]:
+    """Dotted module name -> file, for every module of :data:`PACKAGES` (a package is its ``__init__.py``)."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, object]) -> dict[str, set[str]]:
+    """module -> the modules of ``modules`` it imports. An imported name is the longest module it starts with, and
+    importing ``a.b.c`` runs the packages ``a`` and ``a.b`` too; a module's own parent packages (which Python has
+    run before it) are left out."""
+
+    def ancestors(name: str) -> list[str]:
+        parts = name.split(".")
+        return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+    graph = {}
+    for module, path in modules.items():
+        own = {module, *ancestors(module)}
+        found = set()
+        for name in imported_names(path):
+            target = next((n for n in reversed([*ancestors(name), name]) if n in modules), None)
+            if target is not None:
+                found |= {m for m in (target, *ancestors(target)) if m in modules} - own
+        graph[module] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
 
 
 def imported_modules(path) -> list[str]:
@@ -59,6 +130,21 @@ def test_the_known_exceptions_are_still_needed():
     """An exception that no file needs any more is dropped from ALLOWED (the rule only gets stricter)."""
     for file, module in ALLOWED:
         assert module in imported_modules(REPO_ROOT / file), (file, module)
+
+
+def test_the_import_graph_has_no_cycle():
+    """No two modules import each other, directly or through others, counting imports inside functions: a module
+    that both sides need goes into a leaf module of its own instead."""
+    graph = import_graph(module_files())
+    assert len(graph) > 150
+    found = cycles(graph)
+    assert not found, "import cycles (each a set of modules that import each other):\n" + "\n".join(
+        " <-> ".join(component) for component in found)
+
+
+def test_the_cycle_finder_names_the_modules_of_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert cycles(graph) == [["a", "b", "c"]]
 
 
 def test_every_package_is_covered():
