@@ -35,7 +35,7 @@ BENCHMARK_SPEC = PolicyIOSpec(
 )
 
 
-def _synthetic_stats(spec: PolicyIOSpec) -> dict[str, dict[str, list[float]]]:
+def benchmark_stats(spec: PolicyIOSpec) -> dict[str, dict[str, list[float]]]:
     rng = np.random.default_rng(0)
     return {
         "action": compute_stats(rng.uniform(spec.action_low, spec.action_high, size=(256, spec.action_dim))),
@@ -43,7 +43,7 @@ def _synthetic_stats(spec: PolicyIOSpec) -> dict[str, dict[str, list[float]]]:
     }
 
 
-def _observation(spec: PolicyIOSpec, batch_size: int, seed: int = 0) -> dict[str, Any]:
+def benchmark_observation(spec: PolicyIOSpec, batch_size: int, seed: int = 0) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(seed)
     height, width = spec.image_size
     return {
@@ -77,8 +77,8 @@ def benchmark_head(head: str, batch_size: int, repeats: int, config: PolicyConfi
     torch.manual_seed(0)
     config = config or PolicyConfig()
     config.head = HeadConfig(name=head, options=dict(config.head.options) if config.head.name == head else {})
-    policy = VLAPolicy(config, BENCHMARK_SPEC, _synthetic_stats(BENCHMARK_SPEC))
-    obs = _observation(BENCHMARK_SPEC, batch_size)
+    policy = VLAPolicy(config, BENCHMARK_SPEC, benchmark_stats(BENCHMARK_SPEC))
+    obs = benchmark_observation(BENCHMARK_SPEC, batch_size)
     act_seconds = _seconds_per_call(lambda: policy.act(obs), repeats)
     _, extras = policy.act(obs)
     advantages = torch.randn(batch_size)
@@ -117,9 +117,9 @@ def benchmark_vision(batch_size: int, repeats: int, config: PolicyConfig | None 
     """The default vision encoder alone (all cameras, FiLM on): parameters and milliseconds."""
     torch.manual_seed(0)
     config = config or PolicyConfig()
-    policy = VLAPolicy(config, BENCHMARK_SPEC, _synthetic_stats(BENCHMARK_SPEC))
+    policy = VLAPolicy(config, BENCHMARK_SPEC, benchmark_stats(BENCHMARK_SPEC))
     vision = policy.encoder.vision
-    images = _observation(BENCHMARK_SPEC, batch_size)["images"]
+    images = benchmark_observation(BENCHMARK_SPEC, batch_size)["images"]
     condition = torch.randn(batch_size, policy.encoder.language.output_dim)
     with torch.no_grad():
         forward = _seconds_per_call(lambda: vision(images, condition), repeats)

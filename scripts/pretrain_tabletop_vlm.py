@@ -2,7 +2,7 @@
 
 Renders ``--frames`` captioned training frames and ``--held-out`` frames under other reset seeds
 (:mod:`envs.builtin.captions`: both cameras at ``--image-size``, every task, the gripper steered somewhere),
-trains a tiny Idefics3 captioner on them (:mod:`policies.backbones.pretrain`: the policy's input, then a caption
+trains a tiny Idefics3 captioner on them (:mod:`vla_rl.stages.vlm_pretrain`: the policy's input, then a caption
 of where the instruction's object and the gripper are) and saves it with its tokenizer,
 ``preprocessor_config.json`` and ``pretraining.json`` (data, config, loss curve, held-out caption accuracy
 against chance). Prints that record as JSON. ``--steps 0`` writes the same model untrained (the random
@@ -25,7 +25,7 @@ import torch
 
 import policies  # noqa: F401  (before any rendering: see docs/platform.md)
 from envs.builtin.captions import captioned_frames, vocabulary_words
-from policies.backbones.pretrain import (
+from vla_rl.stages.vlm_pretrain import (
     PretrainConfig,
     caption_accuracy,
     config_record,

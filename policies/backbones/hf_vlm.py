@@ -39,7 +39,7 @@ from policies.encoders.state import StateEncoder
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Loading a base model from a ``...ForConditionalGeneration`` checkpoint reports the unused LM head; no bars."""
     from transformers.utils import logging
 
@@ -59,7 +59,7 @@ def load_backbone(config: VLMBackboneConfig) -> tuple[nn.Module, object, Path]:
     from transformers import AutoModel, AutoTokenizer
 
     folder = resolve_model_path(config.source)
-    with _quiet_transformers():
+    with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = AutoModel.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     return model, tokenizer, folder

@@ -27,7 +27,7 @@ from torch import nn
 
 from policies.backbones.architectures import architecture_for
 from policies.backbones.config import VLMBackboneConfig
-from policies.backbones.hf_vlm import _quiet_transformers, apply_lora, camera_pixels, image_normalization
+from policies.backbones.hf_vlm import apply_lora, camera_pixels, image_normalization, quiet_transformers
 from policies.config import PolicyIOSpec
 from policies.encoders.pretrained_language import resolve_model_path
 from policies.normalization import Normalizer
@@ -39,7 +39,7 @@ def load_generative_backbone(config: VLMBackboneConfig) -> tuple[nn.Module, torc
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
     folder = resolve_model_path(config.source)
-    with _quiet_transformers():
+    with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         full = AutoModelForImageTextToText.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     output_embeddings = full.get_output_embeddings().weight.detach().clone()

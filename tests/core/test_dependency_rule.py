@@ -19,10 +19,6 @@ CORE = ["vla_rl/workers", "vla_rl/algos", "vla_rl/runtime", "vla_rl/logging", "v
 #: package -> the packages it must not import.
 FORBIDDEN = {"contract": {"envs", "policies", "vla_rl"}, "envs": {"policies", "vla_rl"},
              "policies": {"envs", "vla_rl"}}  # fmt: skip
-#: (file, imported module) pairs that break the rule knowingly. VLM pretraining and the backbone benchmark still
-#: use the core's learning-rate schedule and weight sync (issue #49: they leave policies/).
-ALLOWED = {("policies/backbones/pretrain.py", "vla_rl.algos.lr_schedules"),
-           ("policies/backbones/benchmark.py", "vla_rl.workers.weight_sync")}  # fmt: skip
 
 
 def imported_names(path) -> list[str]:
@@ -108,9 +104,8 @@ def imported_modules(path) -> list[str]:
 
 
 def breaking(files, forbidden: set[str]) -> set[tuple[str, str]]:
-    found = {(str(path.relative_to(REPO_ROOT)), module) for path in files for module in imported_modules(path)
-             if module.split(".")[0] in forbidden}  # fmt: skip
-    return found - ALLOWED
+    return {(str(path.relative_to(REPO_ROOT)), module) for path in files for module in imported_modules(path)
+            if module.split(".")[0] in forbidden}  # fmt: skip
 
 
 def test_the_core_imports_no_env_or_policy_package():
@@ -124,12 +119,6 @@ def test_a_package_imports_only_the_packages_below_it(package):
     files = sorted((REPO_ROOT / package).rglob("*.py"))
     assert len(files) >= 3
     assert not breaking(files, FORBIDDEN[package]), sorted(breaking(files, FORBIDDEN[package]))
-
-
-def test_the_known_exceptions_are_still_needed():
-    """An exception that no file needs any more is dropped from ALLOWED (the rule only gets stricter)."""
-    for file, module in ALLOWED:
-        assert module in imported_modules(REPO_ROOT / file), (file, module)
 
 
 def test_the_import_graph_has_no_cycle():

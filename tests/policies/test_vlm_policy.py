@@ -133,7 +133,7 @@ def bytes_that_should_travel(policy, train):
 def assert_figures_and_sync(result, source, batch_size):
     import math
 
-    from policies.backbones.benchmark import BENCHMARK_SPEC, _synthetic_stats, benched_policies
+    from vla_rl.benchmarks.vlm_policies import BENCHMARK_SPEC, benched_policies, benchmark_stats
 
     families = {name: benched for name, benched in benched_policies(["pooled", "tokens", "expert"]).items()
                 if name in result}  # fmt: skip
@@ -145,7 +145,7 @@ def assert_figures_and_sync(result, source, batch_size):
             assert rates["min"] <= rates["median"] <= rates["max"]
         benched = families[name]
         policy = build_from_factory(benched.factory, benched.config(str(source)), BENCHMARK_SPEC.to_dict(),
-                                    _synthetic_stats(BENCHMARK_SPEC))  # fmt: skip
+                                    benchmark_stats(BENCHMARK_SPEC))  # fmt: skip
         sync = row["weight_sync"]
         everything = sum(w.numel() * w.element_size() for w in policy.state_dict().values())
         assert sync["all_weights"]["bytes"] == everything
@@ -184,7 +184,7 @@ def test_bench_policy_vlm_benches_the_model_folder_it_is_given_for_the_chosen_fa
 
 
 def test_the_vlm_bench_families_are_those_the_cli_offers():
-    from policies.backbones.benchmark import FAMILIES
+    from vla_rl.benchmarks.vlm_policies import FAMILIES
     from vla_rl.commands.bench import VLM_FAMILIES
 
     assert tuple(FAMILIES) == VLM_FAMILIES
@@ -201,7 +201,7 @@ def test_the_vlm_bench_families_are_those_the_cli_offers():
     (["--vlm-source", "{tiny}"], "--vlm-source"),
 ])  # fmt: skip
 def test_bench_policy_vlm_names_the_option_that_is_wrong(capsys, tiny_vlms, tmp_path, monkeypatch, options, named):
-    import policies.backbones.benchmark as benchmark
+    import vla_rl.benchmarks.vlm_policies as benchmark
     from vla_rl.cli import main
 
     monkeypatch.setattr(benchmark, "run_vlm_benchmark", lambda **_: pytest.fail("ran despite a wrong option"))
@@ -227,7 +227,7 @@ def test_bench_policy_vlm_without_options_leaves_the_benchmark_its_defaults(monk
     import inspect
     import json
 
-    import policies.backbones.benchmark as benchmark
+    import vla_rl.benchmarks.vlm_policies as benchmark
     from vla_rl.cli import main
 
     defaults = {name: p.default for name, p in inspect.signature(benchmark.run_vlm_benchmark).parameters.items()}

@@ -3,7 +3,7 @@
 ``policy --vlm`` measures, beside the compact policy, the policies with a VLM under the actions: the pooled VLM
 (frozen, LoRA, full), the action-token VLA (parallel and autoregressive decoding) and the action-expert VLA, each
 with act and PPO-update throughput and the bytes a weight sync carries (``--families`` picks among them; the keys
-are listed in ``policies/backbones/benchmark.py``). The VLM is a tiny random one unless ``--vlm-source DIR`` names a
+are listed in ``vla_rl/benchmarks/vlm_policies.py``). The VLM is a tiny random one unless ``--vlm-source DIR`` names a
 model folder, e.g. ``--vlm-source assets/tabletop_vlm``.
 
 ``rollout`` and ``update`` build the trainer's worker groups from the config `vla-rl train` would compose
@@ -32,7 +32,7 @@ from vla_rl.benchmarks.compare import (
 from vla_rl.commands.common import OVERRIDES_HELP, add_config_arguments
 
 TARGETS_WITH_OVERRIDES = ("rollout", "update", "alignment")
-#: ``--families`` of ``bench policy --vlm``: the keys of ``policies.backbones.benchmark.FAMILIES`` (tested equal; not
+#: ``--families`` of ``bench policy --vlm``: the keys of ``vla_rl.benchmarks.vlm_policies.FAMILIES`` (tested equal; not
 #: imported, so that the parser builds without torch).
 VLM_FAMILIES = ("pooled", "tokens", "expert")
 VLM_OPTIONS = ("families", "vlm_source", "vlm_architecture", "vlm_hidden_size")
@@ -84,7 +84,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if problem:
             print(f"vla-rl bench policy --vlm: {problem}", file=sys.stderr)
             return 2
-        from policies.backbones.benchmark import run_vlm_benchmark
+        from vla_rl.benchmarks.vlm_policies import run_vlm_benchmark
 
         given = {"repeats": args.repeats, "architecture": args.vlm_architecture, "hidden_size": args.vlm_hidden_size,
                  "families": args.families and list(dict.fromkeys(args.families)), "source": args.vlm_source}  # fmt: skip

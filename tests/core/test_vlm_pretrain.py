@@ -1,4 +1,4 @@
-"""Pretraining the tiny VLM on the tabletop suite's frames (policies/backbones/pretrain.py): the loss falls, it is
+"""Pretraining the tiny VLM on the tabletop suite's frames (vla_rl/stages/vlm_pretrain.py): the loss falls, it is
 seeded, the readout trains exactly the policy's pooled feature, the folder loads through the policy's real path,
 and the shipped asset (assets/tabletop_vlm) is a pretrained model that acts through `policy=vlm`."""
 
@@ -15,7 +15,11 @@ from envs.builtin.captions import captioned_frames, vocabulary_words
 from envs.builtin.tabletop import TabletopEnv
 from policies.backbones.config import VLMBackboneConfig
 from policies.backbones.hf_vlm import HFVLMEncoder
-from policies.backbones.pretrain import (
+from policies.checks import synthetic_io_spec, synthetic_observation, synthetic_stats
+from policies.config import StateConfig
+from policies.factory import build_from_factory
+from vla_rl.config import REPO_ROOT
+from vla_rl.stages.vlm_pretrain import (
     CaptionBatches,
     PretrainConfig,
     build_captioner,
@@ -25,10 +29,6 @@ from policies.backbones.pretrain import (
     pretrain_captioner,
     save_captioner,
 )
-from policies.checks import synthetic_io_spec, synthetic_observation, synthetic_stats
-from policies.config import StateConfig
-from policies.factory import build_from_factory
-from vla_rl.config import REPO_ROOT
 
 FACTORY = "policies.backbones.vlm_policy:build_policy"
 ASSET = REPO_ROOT / "assets" / "tabletop_vlm"

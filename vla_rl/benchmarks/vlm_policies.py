@@ -44,9 +44,10 @@ import torch
 
 from policies.backbones.config import TRAIN_MODES
 from policies.backbones.tiny import write_tiny_vlm
-from policies.benchmark import BENCHMARK_SPEC, _observation, _synthetic_stats
+from policies.benchmark import BENCHMARK_SPEC, benchmark_observation, benchmark_stats
 from policies.factory import build_from_factory
 from policies.heads.base import reduce_log_prob
+from vla_rl.workers.weight_sync import changing_keys, load_changing, num_bytes, select
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,6 @@ def rate(batch_size: int, seconds: dict[str, float]) -> dict[str, float]:
 def sync_cost(policy: torch.nn.Module, repeats: int) -> dict[str, Any]:
     """Bytes and seconds of the first weight sync (every weight) and of the later ones (what training changes),
     selected and loaded by the functions the trainer's sync uses (serialise, deserialise, load into the policy)."""
-    from vla_rl.workers.weight_sync import changing_keys, load_changing, num_bytes, select
-
     weights = {key: value.detach().clone() for key, value in policy.state_dict().items()}
     parts = {"all_weights": weights, "changing_only": select(weights, changing_keys(policy))}
     loaders = {"all_weights": lambda loaded: policy.load_state_dict(loaded, strict=True),
@@ -143,8 +142,8 @@ def measure(benched: BenchedPolicy, source: str, batch_size: int, repeats: int) 
     """The figures of one policy (module docstring)."""
     torch.manual_seed(0)
     policy = build_from_factory(benched.factory, benched.config(source), BENCHMARK_SPEC.to_dict(),
-                                _synthetic_stats(BENCHMARK_SPEC))  # fmt: skip
-    obs = _observation(BENCHMARK_SPEC, batch_size)
+                                benchmark_stats(BENCHMARK_SPEC))  # fmt: skip
+    obs = benchmark_observation(BENCHMARK_SPEC, batch_size)
     generator = torch.Generator().manual_seed(0)
     act = timed(lambda: policy.act(obs, deterministic=False, generator=generator), repeats)
     _, extras = policy.act(obs, deterministic=False, generator=generator)

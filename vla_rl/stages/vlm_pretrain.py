@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.backbones.architectures import architecture_for
-from policies.backbones.hf_vlm import _quiet_transformers, camera_pixels
+from policies.backbones.hf_vlm import camera_pixels, quiet_transformers
 from policies.backbones.tiny import IMAGE_TOKEN_ID, make_tokenizer, tiny_config, vocabulary
 from vla_rl.algos.lr_schedules import warmup_cosine_factor
 
@@ -354,7 +354,7 @@ def save_captioner(folder: str | Path, model: nn.Module, tokenizer: Any, record:
     std of the policy's normalisation) and, with ``record``, ``pretraining.json``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with _quiet_transformers():
+    with quiet_transformers():
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     (folder / "preprocessor_config.json").write_text(
