@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.config_reader import check_types
+from vla_rl.runtime.files import write_json_atomic
 
 RECORD_FILE = "run.json"
 SCHEMA = "vla-rl/run-record"
@@ -61,14 +62,6 @@ class RecordConfig:
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` through a temporary name in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    staging.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    os.replace(staging, path)
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -299,7 +292,7 @@ class RunRecord:
         self.write()
 
     def write(self) -> None:
-        write_json_atomic(self.path, self.document)
+        write_json_atomic(self.path, self.document, default=str)
 
 
 def read_record(record_or_folder: str | Path) -> tuple[dict[str, Any], Path]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from contract.config_reader import check_types, require
 from envs.experts import get_expert
 from envs.registry import EnvEntry, make, resolve
 from vla_rl.config import EnvConfig
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.stages.sft.demos import EpisodeStore, write_dataset
 from vla_rl.stages.sft.episodes import Episode
 from vla_rl.stages.sft.target_frames import collect_target_frames
@@ -163,10 +163,7 @@ def check_collection_settings(output: Path, env_id: str, env_kwargs: dict[str, A
         )
     if recorded:
         return
-    output.mkdir(parents=True, exist_ok=True)
-    temporary = record.with_name(record.name + ".tmp")
-    temporary.write_text(json.dumps(current, indent=2, sort_keys=True))
-    os.replace(temporary, record)
+    write_json_atomic(record, current, sort_keys=True)
 
 
 def _settings_of_older_collection(output: Path, current: dict[str, Any]) -> dict[str, Any] | None:

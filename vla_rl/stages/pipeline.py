@@ -25,10 +25,10 @@ from omegaconf import OmegaConf
 # rendering crashes (docs/platform.md); the collect stage renders, the later stages load policies.
 import policies  # noqa: F401
 from vla_rl.config import ConfigError
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.runtime.process_env import numerics_report
 from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.run_plan import RunPlan
-from vla_rl.stages.sft.statistics import write_json_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ in ``docs/evaluation.md``.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.stages.evaluation.metrics import summarize_episodes
 from vla_rl.stages.evaluation.runner import EvalOutcome, EvalSettings
 
@@ -110,10 +110,4 @@ def validate_eval_info(document: dict[str, Any]) -> None:
 def write_eval_info(document: dict[str, Any], output_dir: str | Path) -> Path:
     """Validate ``document`` and write ``output_dir/eval_info.json`` (temporary name, then rename)."""
     validate_eval_info(document)
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / EVAL_INFO_FILE
-    staging = output_dir / f".{EVAL_INFO_FILE}.tmp-{os.getpid()}"
-    staging.write_text(json.dumps(document, indent=2))
-    os.replace(staging, path)
-    return path
+    return write_json_atomic(Path(output_dir) / EVAL_INFO_FILE, document)

@@ -30,6 +30,7 @@ from vla_rl.algos.groups import filter_groups_by_success_rate
 from vla_rl.logging.console import ConsoleTracker
 from vla_rl.logging.rollout_dump import RolloutDumper
 from vla_rl.runtime import checkpoint
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.runtime.profiling import PhaseTimer, write_timing_table
 from vla_rl.runtime.seeds import derived_seed
 from vla_rl.stages.rl import task_sampling
@@ -43,7 +44,6 @@ from vla_rl.stages.rl.rollout import (
     rows_without_episode_end,
 )
 from vla_rl.stages.rl.task_pools import TaskPools, regression_metrics, replay_tensors, updated_best
-from vla_rl.stages.sft.statistics import write_json_atomic
 from vla_rl.workers.actor_group import ActorGroup
 from vla_rl.workers.success_replay import SuccessReplay
 

@@ -34,8 +34,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.stages.sft.episodes import Episode, split_names
-from vla_rl.stages.sft.statistics import feature_statistics, write_json_atomic
+from vla_rl.stages.sft.statistics import feature_statistics
 
 FORMAT = "vla-rl-demos/1"
 IMAGE_SUFFIX = "_image"

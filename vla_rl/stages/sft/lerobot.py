@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from vla_rl.runtime.files import write_json_atomic
 from vla_rl.stages.sft.episodes import Episode, split_names
-from vla_rl.stages.sft.statistics import feature_statistics, write_json_atomic
+from vla_rl.stages.sft.statistics import feature_statistics
 
 CODEBASE_VERSION = "v3.0"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"

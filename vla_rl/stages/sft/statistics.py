@@ -10,7 +10,6 @@ Saved as ``stats.json`` next to a dataset, in the layout the policies' normalise
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +28,6 @@ def feature_statistics(values: np.ndarray) -> dict[str, list[float]]:
     if values.ndim != 2 or values.shape[0] == 0:
         raise ValueError(f"statistics need a non-empty (N, D) array, got shape {values.shape}")
     return compute_stats(values)
-
-
-def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write JSON to ``path`` through a temporary name, so a crash never leaves half a file."""
-    path = Path(path)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(payload, indent=2))
-    os.replace(temporary, path)
 
 
 def read_statistics(path: str | Path) -> dict:
