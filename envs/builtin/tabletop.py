@@ -279,35 +279,5 @@ def _copy_layout(layout: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(layout)
 
 
-def make_tabletop_env(
-    task: str = "reach",
-    image_size: int | tuple[int, int] = 64,
-    cameras: tuple[str, ...] = CAMERAS,
-    control_yaw: bool = False,
-    dense_reward: bool = False,
-    max_episode_steps: int | None = None,
-    render_quality: str = "fast",
-    render_mode: str | None = None,
-    block_colors: tuple[str, ...] | None = None,
-    fixed_scenes: bool = False,
-    scene_seed: int = 0,
-    scene_jitter: float = 0.03,
-) -> TabletopEnv:
-    """Build the tabletop env (the factory registered as ``tabletop`` in :mod:`envs.registry`)."""
-    return TabletopEnv(
-        task=task,
-        image_size=image_size,
-        cameras=tuple(cameras),
-        control_yaw=control_yaw,
-        dense_reward=dense_reward,
-        max_episode_steps=max_episode_steps,
-        render_quality=render_quality,
-        render_mode=render_mode,
-        block_colors=block_colors,
-        fixed_scenes=fixed_scenes,
-        scene_seed=scene_seed,
-        scene_jitter=scene_jitter,
-    )
-
-
-make_tabletop_env.tasks = tuple(TASKS)  # type: ignore[attr-defined]
+#: The factory registered as ``tabletop`` in :mod:`envs.registry`: the class, which normalises its own options.
+make_tabletop_env = TabletopEnv

@@ -81,7 +81,11 @@ def _mount_floor_robot() -> None:
 
 
 class LiberoEnv(WrappedSimulatorEnv):
-    """A LIBERO task with camera images, end-effector state, its instruction and official init states."""
+    """A LIBERO task with camera images, end-effector state, its instruction and official init states.
+
+    ``task`` is ``<suite>/<index or name>``; ``max_episode_steps`` None: the suite's limit
+    (:data:`envs.libero.suites.MAX_EPISODE_STEPS`).
+    """
 
     supports_skipping_images = True
 
@@ -270,21 +274,5 @@ class LiberoEnv(WrappedSimulatorEnv):
         return self._elapsed_steps
 
 
-def make_libero_env(
-    task: str = "libero_spatial/0",
-    image_size: int | tuple[int, int] = 128,
-    cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-    settle_steps: int = 10,
-    max_episode_steps: int | None = None,
-    render_quality: str = "fast",
-    mesh_cell: float | None = DEFAULT_MESH_CELL,
-    skip_unseen: bool = True,
-    render_mode: str | None = None,
-) -> LiberoEnv:
-    """Build a LIBERO task env (the factory registered as ``libero``): ``task`` is ``<suite>/<index or name>``;
-    ``max_episode_steps`` None: the suite's limit (:data:`envs.libero.suites.MAX_EPISODE_STEPS`)."""
-    return LiberoEnv(
-        task=task, image_size=image_size, cameras=tuple(cameras), settle_steps=settle_steps,
-        max_episode_steps=max_episode_steps, render_quality=render_quality, mesh_cell=mesh_cell,
-        skip_unseen=skip_unseen, render_mode=render_mode,
-    )  # fmt: skip
+#: The factory registered as ``libero`` in :mod:`envs.registry`: the class, which normalises its own options.
+make_libero_env = LiberoEnv

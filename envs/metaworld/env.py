@@ -114,9 +114,18 @@ def environment_class(task: str) -> type:
 
 
 class MetaWorldEnv(WrappedSimulatorEnv):
-    """A MetaWorld v3 task with camera images, proprioception and an instruction."""
+    """A MetaWorld v3 task with camera images, proprioception and an instruction.
+
+    ``skip_unseen=False`` sends every geom to every camera and ``plane_grid=None`` draws the floor in
+    MetaWorld's own cells (the same images either way, more vertices).
+    """
 
     tasks = METAWORLD_TASKS
+    #: what the class, the registered factory, offers beside its tasks (:mod:`envs.registry`): a task's goal for
+    #: target frames, its scripted expert and its speed benchmark
+    target = "envs.metaworld.env:goal_position"
+    expert = "envs.metaworld.expert:make_expert"
+    benchmark = "envs.metaworld.benchmark:measure_env_speed"
     supports_skipping_images = True
 
     def __init__(
@@ -358,47 +367,11 @@ def _check_init_state(init_state: Any) -> None:
     check_task(init_state["task"])
 
 
-def make_metaworld_env(
-    task: str = "reach-v3",
-    image_size: int | tuple[int, int] = 64,
-    cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-    max_episode_steps: int | None = None,
-    dense_reward: bool = False,
-    render_quality: str = "fast",
-    mesh_cell: float | None = DEFAULT_MESH_CELL,
-    render_mode: str | None = None,
-    skip_unseen: bool = True,
-    plane_grid: float | None = DEFAULT_PLANE_GRID,
-    observe_goal: bool = False,
-    variations_seed: int | None = None,
-) -> MetaWorldEnv:
-    """Build a MetaWorld task env (the factory registered as ``metaworld`` in :mod:`envs.registry`).
-
-    ``skip_unseen=False`` sends every geom to every camera and ``plane_grid=None`` draws the floor in
-    MetaWorld's own cells (the same images either way, more vertices).
-    """
-    return MetaWorldEnv(
-        task=task,
-        image_size=image_size,
-        cameras=tuple(cameras),
-        max_episode_steps=max_episode_steps,
-        dense_reward=dense_reward,
-        render_quality=render_quality,
-        mesh_cell=mesh_cell,
-        render_mode=render_mode,
-        skip_unseen=skip_unseen,
-        plane_grid=plane_grid,
-        observe_goal=observe_goal,
-        variations_seed=variations_seed,
-    )
-
-
 def goal_position(env: gym.Env, reset_info: dict[str, Any]) -> np.ndarray:
     """A task's goal, x-y-z (m): what MetaWorld's success is measured against (the factory's ``target`` reader)."""
     return np.asarray(env.unwrapped.metaworld_env._target_pos, dtype=float).copy()
 
 
-make_metaworld_env.tasks = METAWORLD_TASKS  # type: ignore[attr-defined]
-make_metaworld_env.target = "envs.metaworld.env:goal_position"  # type: ignore[attr-defined]
-make_metaworld_env.expert = "envs.metaworld.expert:make_expert"  # type: ignore[attr-defined]
-make_metaworld_env.benchmark = "envs.metaworld.benchmark:measure_env_speed"  # type: ignore[attr-defined]
+#: The factory registered as ``metaworld`` in :mod:`envs.registry`: the class, which normalises its own options
+#: and carries the factory's ``target``, ``expert`` and ``benchmark`` (:class:`MetaWorldEnv`).
+make_metaworld_env = MetaWorldEnv

@@ -53,7 +53,13 @@ DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 
 class RobosuiteEnv(WrappedSimulatorEnv):
-    """A robosuite manipulation task with camera images, proprioception and an instruction."""
+    """A robosuite manipulation task with camera images, proprioception and an instruction.
+
+    ``robot``: a robosuite robot name (two-arm tasks get two of it unless it is bimanual) or a list of
+    names; ``max_episode_steps``: one length or task -> length; ``instructions``: task -> phrasings;
+    ``mesh_cell``: draw meshes coarsened to that grid (m) in camera images (:mod:`envs.builtin.mesh_detail`);
+    ``skip_unseen=False``: send every geom to every camera (the same images, more vertices).
+    """
 
     tasks = ROBOSUITE_TASKS
 
@@ -79,7 +85,7 @@ class RobosuiteEnv(WrappedSimulatorEnv):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
         self.image_shape = image_shape(image_size)
         self.robot_name = robot if isinstance(robot, str) else tuple(robot)
-        self._controller = (controller, controller_overrides)
+        self._controller = (controller, dict(controller_overrides) if controller_overrides else None)
         self._instructions = dict(instructions) if instructions else None
         self.control_freq = float(control_freq)
         self.dense_reward = dense_reward
@@ -88,7 +94,8 @@ class RobosuiteEnv(WrappedSimulatorEnv):
         self.skip_unseen = bool(skip_unseen)
         self.render_mode = render_mode
         self._cameras = tuple(cameras)
-        self._max_steps_override = max_episode_steps
+        steps = max_episode_steps
+        self._max_steps_override = dict(steps) if isinstance(steps, dict) else steps
         self._inner: Any = None
         self._renderer: CameraRenderer | None = None
         self._build(self._task(task))
@@ -250,45 +257,5 @@ def _joined_scaling(scalings: list[ActionScaling]) -> ActionScaling:
     return ActionScaling(names=tuple(names), **joined)
 
 
-def make_robosuite_env(
-    task: str = "Lift",
-    image_size: int | tuple[int, int] = 64,
-    cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-    robot: str | tuple[str, ...] = "Panda",
-    controller: str = "OSC_POSE",
-    controller_overrides: dict[str, Any] | None = None,
-    control_freq: float = 20.0,
-    dense_reward: bool = False,
-    max_episode_steps: int | dict[str, int] | None = None,
-    instructions: dict[str, str | tuple[str, ...]] | None = None,
-    render_quality: str = "fast",
-    mesh_cell: float | None = None,
-    render_mode: str | None = None,
-    skip_unseen: bool = True,
-) -> RobosuiteEnv:
-    """Build a robosuite task env (the factory registered as ``robosuite`` in :mod:`envs.registry`).
-
-    ``robot``: a robosuite robot name (two-arm tasks get two of it unless it is bimanual) or a list of
-    names; ``max_episode_steps``: one length or task -> length; ``instructions``: task -> phrasings;
-    ``mesh_cell``: draw meshes coarsened to that grid (m) in camera images (:mod:`envs.builtin.mesh_detail`);
-    ``skip_unseen=False``: send every geom to every camera (the same images, more vertices).
-    """
-    return RobosuiteEnv(
-        task=task,
-        image_size=image_size,
-        cameras=tuple(cameras),
-        robot=robot if isinstance(robot, str) else tuple(robot),
-        controller=controller,
-        controller_overrides=dict(controller_overrides) if controller_overrides else None,
-        control_freq=control_freq,
-        dense_reward=dense_reward,
-        max_episode_steps=dict(max_episode_steps) if isinstance(max_episode_steps, dict) else max_episode_steps,
-        instructions=dict(instructions) if instructions else None,
-        render_quality=render_quality,
-        mesh_cell=mesh_cell,
-        render_mode=render_mode,
-        skip_unseen=skip_unseen,
-    )
-
-
-make_robosuite_env.tasks = ROBOSUITE_TASKS  # type: ignore[attr-defined]
+#: The factory registered as ``robosuite`` in :mod:`envs.registry`: the class, which normalises its own options.
+make_robosuite_env = RobosuiteEnv
