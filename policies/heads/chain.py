@@ -45,7 +45,7 @@ from torch import nn
 
 from policies.heads.base import ActionHead
 from policies.heads.common import check_chunks, check_embedding, gaussian_entropy, gaussian_log_prob
-from policies.heads.denoiser import DenoiserConfig
+from policies.heads.denoiser import ChunkDenoiser, DenoiserConfig
 
 
 @dataclass
@@ -93,6 +93,17 @@ class DenoisingChainHead(ActionHead):
     num_steps: int
     config: ChainConfig
     feature_projection: nn.Linear | None
+
+    def __init__(
+        self, embedding_dim: int, chunk_size: int, action_dim: int, config: ChainConfig, num_steps: int
+    ) -> None:
+        """The sizes, ``config``, the chain's ``num_steps`` and its :class:`ChunkDenoiser` (built first); a subclass
+        then builds what its kernels need and ends with :meth:`build_feature_projection`."""
+        super().__init__()
+        self.config = config
+        self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
+        self.num_steps = num_steps
+        self.denoiser = ChunkDenoiser(embedding_dim, chunk_size, action_dim, config)
 
     def build_feature_projection(self, rl_feature_dim: int) -> None:
         """``P`` ``(F -> hidden_dim)``, zero and built without random draws (module docstring); None for F = 0."""

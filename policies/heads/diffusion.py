@@ -35,7 +35,6 @@ import torch
 
 from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
 from policies.heads.common import check_chunks, check_embedding, masked_mean
-from policies.heads.denoiser import ChunkDenoiser
 
 
 @dataclass
@@ -98,11 +97,8 @@ class DiffusionHead(DenoisingChainHead):
         config: DiffusionHeadConfig | None = None,
         rl_feature_dim: int = 0,
     ) -> None:
-        super().__init__()
-        self.config = config = config or DiffusionHeadConfig()
-        self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
-        self.num_steps = config.num_inference_steps
-        self.denoiser = ChunkDenoiser(embedding_dim, chunk_size, action_dim, config)
+        config = config or DiffusionHeadConfig()
+        super().__init__(embedding_dim, chunk_size, action_dim, config, config.num_inference_steps)
         # Imported here: diffusers adds ~0.6 s to the start of every process that only builds other heads.
         from diffusers import DDIMScheduler, DDPMScheduler
 

@@ -32,7 +32,6 @@ import torch
 
 from policies.heads.chain import ChainConfig, DenoisingChainHead, StepKernel
 from policies.heads.common import check_chunks, check_embedding, masked_mean
-from policies.heads.denoiser import ChunkDenoiser
 from policies.heads.flow_kernels import NoiseStdNetwork, flow_sde_step_moments
 from policies.heads.noise_schedules import LinearSchedule
 
@@ -103,13 +102,10 @@ class FlowHead(DenoisingChainHead):
         config: FlowHeadConfig | None = None,
         rl_feature_dim: int = 0,
     ) -> None:
-        super().__init__()
-        self.config = config = config or FlowHeadConfig()
-        self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
-        self.num_steps = config.num_inference_steps
+        config = config or FlowHeadConfig()
+        super().__init__(embedding_dim, chunk_size, action_dim, config, config.num_inference_steps)
         self.step_size = 1.0 / self.num_steps
         self.sde_max_time = config.sde_max_time if config.sde_max_time is not None else 1.0 - self.step_size
-        self.denoiser = ChunkDenoiser(embedding_dim, chunk_size, action_dim, config)
         self.noise_network = (
             NoiseStdNetwork(
                 embedding_dim,
