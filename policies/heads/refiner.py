@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from policies.heads.base import ActionHead
-from policies.heads.bounded_gaussian import check_bounded_gaussian_options
+from policies.heads.bounded_gaussian import BoundedGaussian, check_bounded_gaussian_options
 from policies.heads.chain import DenoisingChainHead
 from policies.heads.common import check_embedding
 
@@ -71,16 +71,19 @@ class Refiner(ActionHead):
     """A chain head ``self.base`` plus a learned Gaussian on top; subclasses say what the Gaussian draws."""
 
     reads_rl_features = True
+    config_class: type[RefinerConfig]
     config: RefinerConfig
 
-    def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: RefinerConfig,
+    def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: RefinerConfig | None = None,
                  rl_feature_dim: int = 0) -> None:  # fmt: skip
+        """The base head; ``config`` None: the subclass's ``config_class()``. A subclass then builds its Gaussian
+        with :meth:`build_refiner_policy`."""
         from policies.heads import build_head
 
         super().__init__()
         if rl_feature_dim < 0:
             raise ValueError(f"{type(self).__name__}: rl_feature_dim={rl_feature_dim} must be >= 0")
-        self.config = config
+        self.config = config = config or self.config_class()
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         self.rl_feature_dim = rl_feature_dim
         base = build_head(
@@ -88,6 +91,15 @@ class Refiner(ActionHead):
         )
         assert isinstance(base, DenoisingChainHead)
         self.base = base
+
+    def build_refiner_policy(self, input_dim: int) -> BoundedGaussian:
+        """The refiner's :class:`BoundedGaussian` over chunks ``(B, H, A)`` from features ``(B, input_dim)``, sized by
+        the config."""
+        config = self.config
+        return BoundedGaussian(
+            input_dim, self.chunk_size, self.action_dim, config.hidden_dim, config.num_layers,
+            config.init_std, config.log_std_min, config.log_std_max, config.mean_bound,
+        )  # fmt: skip
 
     @property
     def log_prob_reaches_embedding(self) -> bool:

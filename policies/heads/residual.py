@@ -24,7 +24,6 @@ from typing import Literal
 
 import torch
 
-from policies.heads.bounded_gaussian import BoundedGaussian
 from policies.heads.common import check_chunks, check_embedding, gaussian_entropy, gaussian_log_prob
 from policies.heads.refiner import Refiner, RefinerConfig
 
@@ -49,12 +48,19 @@ class ResidualHead(Refiner):
 
     def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: ResidualHeadConfig | None = None,
                  rl_feature_dim: int = 0) -> None:  # fmt: skip
-        config = config or ResidualHeadConfig()
         super().__init__(embedding_dim, chunk_size, action_dim, config, rl_feature_dim)
-        self.residual = BoundedGaussian(
-            embedding_dim + rl_feature_dim + chunk_size * action_dim, chunk_size, action_dim, config.hidden_dim,
-            config.num_layers, config.init_std, config.log_std_min, config.log_std_max, config.mean_bound,
-        )  # fmt: skip
+        self.residual = self.build_refiner_policy(embedding_dim + rl_feature_dim + chunk_size * action_dim)
+
+    def base_chunk(self, embedding: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """The base's deterministic chunk ``(B, H, A)`` from its initial noise: zero, or drawn with ``generator``
+        (``base_noise``)."""
+        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
+        noise = (
+            torch.zeros(shape, device=embedding.device, dtype=embedding.dtype)
+            if self.config.base_noise == "zero"
+            else torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
+        )
+        return self.base.denoise(embedding, noise)
 
     def residual_distribution(
         self, embedding: torch.Tensor, base_action: torch.Tensor, rl_features: torch.Tensor | None = None
@@ -73,19 +79,13 @@ class ResidualHead(Refiner):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Chunks ``(B, H, A)``; replay holds ``base_action``, ``residual`` and ``log_prob``, all ``(B, H, A)``."""
         check_embedding(embedding, self.embedding_dim)
-        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
-        noise = (
-            torch.zeros(shape, device=embedding.device, dtype=embedding.dtype)
-            if self.config.base_noise == "zero"
-            else torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
-        )
-        base = self.base.denoise(embedding, noise)
+        base = self.base_chunk(embedding, generator)
         mean, std = self.residual_distribution(embedding, base, rl_features)
-        residual = (
-            mean
-            if deterministic
-            else mean + std * torch.randn(shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        )
+        residual = mean
+        if not deterministic:
+            residual = mean + std * torch.randn(
+                mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
+            )
         residual = residual.detach()
         replay = {
             "base_action": base,
@@ -101,13 +101,7 @@ class ResidualHead(Refiner):
         rl_features: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The base chunk plus the correction's mean ``(B, H, A)``, with gradients through the correction."""
-        shape = (embedding.shape[0], self.chunk_size, self.action_dim)
-        noise = (
-            torch.zeros(shape, device=embedding.device, dtype=embedding.dtype)
-            if self.config.base_noise == "zero"
-            else torch.randn(shape, generator=generator, device=embedding.device, dtype=embedding.dtype)
-        )
-        base = self.base.denoise(embedding, noise)
+        base = self.base_chunk(embedding, generator)
         return base + self.residual_distribution(embedding, base, rl_features)[0]
 
     def log_prob(

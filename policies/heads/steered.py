@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import torch
 
-from policies.heads.bounded_gaussian import BoundedGaussian
 from policies.heads.common import check_chunks, gaussian_entropy, gaussian_log_prob
 from policies.heads.refiner import Refiner, RefinerConfig
 
@@ -50,12 +49,8 @@ class SteeredHead(Refiner):
 
     def __init__(self, embedding_dim: int, chunk_size: int, action_dim: int, config: SteeredHeadConfig | None = None,
                  rl_feature_dim: int = 0) -> None:  # fmt: skip
-        config = config or SteeredHeadConfig()
         super().__init__(embedding_dim, chunk_size, action_dim, config, rl_feature_dim)
-        self.latent = BoundedGaussian(
-            embedding_dim + rl_feature_dim, chunk_size, action_dim, config.hidden_dim, config.num_layers,
-            config.init_std, config.log_std_min, config.log_std_max, config.mean_bound,
-        )  # fmt: skip
+        self.latent = self.build_refiner_policy(embedding_dim + rl_feature_dim)
 
     def latent_distribution(
         self, embedding: torch.Tensor, rl_features: torch.Tensor | None = None
