@@ -4,6 +4,7 @@ All three depend on this package and it depends on none of them (``tests/core/te
 
 - :mod:`contract.config_reader`: the one reader of config sections into config dataclasses, with the type and
   range checks their ``__post_init__`` use;
+- :mod:`contract.conformance`: the error and per-check result of the env and policy conformance kits;
 - :mod:`contract.import_path`: the one resolver of ``"package.module:attribute"`` import paths (env, policy,
   expert and tracker factories);
 - :mod:`contract.plugins`: the entry-point groups that installed plug-ins declare envs, policies and configs in;

@@ -17,13 +17,14 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
+from contract import conformance
+from contract.conformance import CheckResult
 from envs.base import INSTRUCTION_CHARSET, INSTRUCTION_MAX_LENGTH, EnvSpec, InvalidActionError
 
 ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,25 +46,14 @@ def plain(text: str) -> str:
     return ANSI_CODE.sub("", text)
 
 
-class ConformanceError(AssertionError):
-    """A conformance check failed; ``check`` names it."""
+class ConformanceError(conformance.ConformanceError):
+    """An env conformance check failed; ``check`` names it (the message without terminal colour codes)."""
 
     def __init__(self, check: str, message: str):
-        super().__init__(f"[{check}] {plain(message)}")
-        self.check = check
+        super().__init__(check, plain(message))
 
 
-@dataclass
-class CheckResult:
-    name: str
-    passed: bool
-    detail: str = ""
-
-
-def _require(condition: bool, check: str, message: str) -> None:
-    """Raise ConformanceError(check, message) unless ``condition``."""
-    if not condition:
-        raise ConformanceError(check, message)
+_require = ConformanceError.require
 
 
 def _observations_equal(first: dict, second: dict) -> bool:

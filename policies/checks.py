@@ -22,13 +22,13 @@ import json
 import tempfile
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from contract.conformance import CheckResult, ConformanceError
 from policies.factory import PolicyProtocolError, build_from_factory, chunk_size_of, factory_of, plain_dict
 
 #: Seconds are cheap here: small batches.
@@ -39,24 +39,11 @@ TOLERANCE = 1e-4
 STATS_SHIFT = 0.2
 
 
-class PolicyConformanceError(AssertionError):
-    """A conformance check failed; ``check`` names it."""
-
-    def __init__(self, check: str, message: str):
-        super().__init__(f"[{check}] {message}")
-        self.check = check
+class PolicyConformanceError(ConformanceError):
+    """A policy conformance check failed; ``check`` names it."""
 
 
-@dataclass
-class CheckResult:
-    name: str
-    passed: bool
-    detail: str = ""
-
-
-def _require(condition: bool, check: str, message: str) -> None:
-    if not condition:
-        raise PolicyConformanceError(check, message)
+_require = PolicyConformanceError.require
 
 
 def synthetic_io_spec(image_size: int = 32) -> dict[str, Any]:
