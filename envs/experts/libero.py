@@ -28,6 +28,7 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from envs.experts.base import ScriptedExpert
 from envs.experts.phases import Phase, PhaseSequence
 
 OPEN, CLOSED = -1.0, 1.0
@@ -172,14 +173,8 @@ def goals_of(inner) -> list[tuple[str, str, str]]:
     return goals
 
 
-class LiberoPickPlaceExpert:
+class LiberoPickPlaceExpert(ScriptedExpert):
     """Pick the goal's object and put it on or in the goal's target (``reset`` after every ``env.reset``)."""
-
-    def __init__(self, env, noise_std: float = 0.0, seed: int | None = None) -> None:
-        self.env = env.unwrapped
-        self.noise_std = float(noise_std)
-        self.rng = np.random.default_rng(seed)
-        self.reset()
 
     # ----------------------------------------------------------------- privileged state
     @property
@@ -212,8 +207,7 @@ class LiberoPickPlaceExpert:
 
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode: read the goals from the task and the first grasp from the current state."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
+        super().reset(seed)
         self.start_orientation = self.env.data.site_xmat[self._site].reshape(3, 3).copy()
         self._gripper = self._gripper_parts()  # as at the start: fingers open, the hand upright
         self.goals = goals_of(self.env.libero_env)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.experts.base import ScriptedExpert
 from envs.experts.phases import Phase as BasePhase
 from envs.experts.phases import PhaseSequence
 
@@ -41,24 +42,21 @@ def _wrap_quarter_turn(angle: float) -> float:
     return float((angle + np.pi / 4) % (np.pi / 2) - np.pi / 4)
 
 
-class RobosuiteExpert:
+class RobosuiteExpert(ScriptedExpert):
     """Base class: subclasses implement ``phases()`` and ``grasp_body()``."""
 
     def __init__(self, env, noise_std: float = 0.0, seed: int | None = None) -> None:
-        self.env = env.unwrapped
-        if tuple(self.env.env_spec.action_names[:6]) != ("dx", "dy", "dz", "dax", "day", "daz"):
+        action_names = env.unwrapped.env_spec.action_names
+        if tuple(action_names[:6]) != ("dx", "dy", "dz", "dax", "day", "daz"):
             raise ValueError(
                 f"the robosuite experts need the OSC_POSE controller (action names dx..daz, gripper); "
-                f"this env has {self.env.env_spec.action_names}: build it with controller='OSC_POSE'"
+                f"this env has {action_names}: build it with controller='OSC_POSE'"
             )
-        self.noise_std = float(noise_std)
-        self.rng = np.random.default_rng(seed)
-        self.reset()
+        super().__init__(env, noise_std, seed)
 
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode (call after ``env.reset``); ``seed`` re-seeds this episode's noise."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
+        super().reset(seed)
         self.sequence = PhaseSequence(PHASE_TIMEOUT)
         self._start_height: float | None = None
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from envs.builtin.scene import BLOCK_HALF_SIZE
 from envs.builtin.tabletop import MAX_POSITION_DELTA, TabletopEnv
+from envs.experts.base import ScriptedExpert
 from envs.experts.phases import Phase, PhaseSequence
 
 OPEN, CLOSED = -1.0, 1.0
@@ -24,19 +25,14 @@ TRAVEL_HEIGHT = 0.14
 PHASE_TIMEOUT = 20  # steps; a phase that cannot reach its tolerance moves on
 
 
-class TabletopExpert:
+class TabletopExpert(ScriptedExpert):
     """Base class: subclasses implement ``phases()``."""
 
-    def __init__(self, env: TabletopEnv, noise_std: float = 0.0, seed: int | None = None) -> None:
-        self.env: TabletopEnv = env.unwrapped  # type: ignore[assignment]
-        self.noise_std = float(noise_std)
-        self.rng = np.random.default_rng(seed)
-        self.reset()
+    env: TabletopEnv
 
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode (call after ``env.reset``); ``seed`` re-seeds the noise of this episode."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
+        super().reset(seed)
         self.sequence = PhaseSequence(PHASE_TIMEOUT)
         scale = min(self.noise_std, 0.01)
         self.offset = (

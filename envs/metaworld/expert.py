@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.experts.base import ScriptedExpert
 from envs.metaworld.env import INSTALL_HINT
 
 
@@ -24,25 +25,18 @@ def scripted_policies() -> dict[str, type]:
     return ENV_POLICY_MAP
 
 
-class MetaWorldExpert:
+class MetaWorldExpert(ScriptedExpert):
     """Drives a :class:`envs.metaworld.env.MetaWorldEnv` with MetaWorld's scripted policy of its task."""
 
     def __init__(self, env: Any, task: str, noise_std: float = 0.0, seed: int | None = None) -> None:
-        self.env = env.unwrapped
         policies = scripted_policies()
         if task not in policies:
             raise KeyError(f"metaworld has no scripted policy for task {task!r}; it has: {', '.join(sorted(policies))}")
         self.task = task
         self.policy = policies[task]()
-        self.noise_std = float(noise_std)
-        self.rng = np.random.default_rng(seed)
+        super().__init__(env, noise_std, seed)
         low, high = self.env.action_space.low, self.env.action_space.high
         self._scale = (high - low) / 2.0
-
-    def reset(self, seed: int | None = None) -> None:
-        """Start a new episode (call after ``env.reset``); ``seed`` re-seeds this episode's noise."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
 
     def act(self, obs: object = None) -> np.ndarray:
         """(4,) action in robot units for the env's current state (``obs`` is not read)."""
@@ -54,5 +48,5 @@ class MetaWorldExpert:
 
 
 def make_expert(env: Any, task: str, noise_std: float = 0.0, seed: int | None = None) -> MetaWorldExpert:
-    """The expert of ``task`` (the ``expert`` attribute of :func:`envs.metaworld.env.make_metaworld_env`)."""
+    """The expert of ``task`` (the ``expert`` attribute of :class:`envs.metaworld.env.MetaWorldEnv`)."""
     return MetaWorldExpert(env, task, noise_std=noise_std, seed=seed)
