@@ -28,7 +28,9 @@ the trainer hands to the policy; envs and policies never import each other.
 
 from __future__ import annotations
 
+import operator
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +130,25 @@ def validate_action(action: Any, action_space: gym.spaces.Box) -> np.ndarray:
             "check the policy output (an unnormalisation with zero std gives this)"
         )
     return np.clip(array, action_space.low, action_space.high)
+
+
+def task_of_reset(
+    task: str | None, init_state_task: str | None, same: Callable[[str, str], bool] = operator.eq
+) -> str | None:
+    """The task ``reset(options=...)`` runs: the init state's task ``init_state_task`` when an init state is
+    given, else ``options["task"]`` (``task``; None: the current task).
+
+    Raises:
+        ValueError: both are given and ``same(task, init_state_task)`` is False (they name different tasks).
+    """
+    if init_state_task is None:
+        return task
+    if task is not None and not same(task, init_state_task):
+        raise ValueError(
+            f"options['task']={task!r} contradicts init_state['task']={init_state_task!r}; "
+            "pass only one of them or make them agree"
+        )
+    return init_state_task
 
 
 class RobotEnv(gym.Env):

@@ -42,7 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, task_of_reset, validate_action
 from envs.builtin.arm import solve_ik_floats
 from envs.builtin.assets import load_tabletop_model
 from envs.builtin.layout_io import check_init_state
@@ -148,18 +148,11 @@ class TabletopEnv(RobotEnv):
         super().reset(seed=seed)
         options = dict(options or {})
         init_state = options.get("init_state")
-        task_name = options.get("task")
-        if init_state is not None:
-            layout = check_init_state(init_state, TASKS)
-            if task_name is not None and task_name != layout["task"]:
-                raise ValueError(
-                    f"options['task']={task_name!r} contradicts init_state['task']={layout['task']!r}; "
-                    "pass only one of them or make them agree"
-                )
-            task_name = layout["task"]
+        layout = None if init_state is None else check_init_state(init_state, TASKS)
+        task_name = task_of_reset(options.get("task"), None if layout is None else layout["task"])
         if task_name is not None and task_name != self.task.name:
             self._set_task(task_name)
-        if init_state is None:
+        if layout is None:
             layout = self._sample_layout()
         self._layout = layout
         self.scene.apply_layout(layout)

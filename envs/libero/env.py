@@ -39,7 +39,14 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import (
+    EnvSpec,
+    WrappedSimulatorEnv,
+    image_shape,
+    make_observation_space,
+    task_of_reset,
+    validate_action,
+)
 from envs.builtin.rendering import CameraRenderer
 from envs.libero import osc_substeps
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
@@ -78,6 +85,11 @@ def _mount_floor_robot() -> None:
 
     if OnTheGroundPanda.default_base.fget(None) is None:
         OnTheGroundPanda.default_base = property(lambda self: "NullMount")
+
+
+def _same_task(first: str, second: str) -> bool:
+    """Whether two task names (``<suite>/<index or name>``) name one task."""
+    return get_task(first).task_id == get_task(second).task_id
 
 
 class LiberoEnv(WrappedSimulatorEnv):
@@ -191,12 +203,8 @@ class LiberoEnv(WrappedSimulatorEnv):
                     f"init_state must be an index 0..{len(self._init_states) - 1} or a dict with keys "
                     f"'task' and 'index' as reset returns in info['init_state'], got keys {sorted(init_state)}"
                 )
-            if task_id is not None and get_task(task_id).task_id != get_task(init_state["task"]).task_id:
-                raise ValueError(
-                    f"options['task']={task_id!r} contradicts init_state['task']={init_state['task']!r}; "
-                    "pass only one of them or make them agree"
-                )
-            task_id, init_state = init_state["task"], init_state["index"]
+            task_id = task_of_reset(task_id, init_state["task"], _same_task)
+            init_state = init_state["index"]
         if task_id is not None and get_task(task_id).task_id != self.task.task_id:
             self._build(get_task(task_id))
         if init_state is None:

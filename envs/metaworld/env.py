@@ -53,7 +53,14 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import (
+    EnvSpec,
+    WrappedSimulatorEnv,
+    image_shape,
+    make_observation_space,
+    task_of_reset,
+    validate_action,
+)
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 from envs.metaworld.variations import mt1_variations
@@ -232,15 +239,9 @@ class MetaWorldEnv(WrappedSimulatorEnv):
         super().reset(seed=seed)
         options = dict(options or {})
         init_state = options.get("init_state")
-        task = options.get("task")
         if init_state is not None:
             _check_init_state(init_state)
-            if task is not None and task != init_state["task"]:
-                raise ValueError(
-                    f"options['task']={task!r} contradicts init_state['task']={init_state['task']!r}; "
-                    "pass only one of them or make them agree"
-                )
-            task = init_state["task"]
+        task = task_of_reset(options.get("task"), None if init_state is None else init_state["task"])
         if task is not None and task != self.task:
             self._build(check_task(task))
         if seed is not None:

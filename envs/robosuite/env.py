@@ -42,7 +42,14 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import (
+    EnvSpec,
+    WrappedSimulatorEnv,
+    image_shape,
+    make_observation_space,
+    task_of_reset,
+    validate_action,
+)
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
 from envs.robosuite.robots import StateLayout, robots_for, state_layout
@@ -166,15 +173,9 @@ class RobosuiteEnv(WrappedSimulatorEnv):
         super().reset(seed=seed)
         options = dict(options or {})
         init_state = options.get("init_state")
-        task_name = options.get("task")
         if init_state is not None:
             check_init_state(init_state, self.model, ROBOSUITE_TASKS)
-            if task_name is not None and task_name != init_state["task"]:
-                raise ValueError(
-                    f"options['task']={task_name!r} contradicts init_state['task']={init_state['task']!r}; "
-                    "pass only one of them or make them agree"
-                )
-            task_name = init_state["task"]
+        task_name = task_of_reset(options.get("task"), None if init_state is None else init_state["task"])
         if task_name is not None and task_name != self.task.name:
             self._build(self._task(task_name))
         if seed is not None:  # re-seed in place: the placement samplers hold this very generator
