@@ -253,6 +253,11 @@ class VLAPolicy(nn.Module):
 
         ``batch["action_mask"]`` ``(B, H)`` (optional) marks valid steps of each chunk.
         """
+        normalized, mask = self.expert_actions(batch)
+        return self.head.bc_loss(self.embed(batch), normalized, mask)
+
+    def expert_actions(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(normalised expert chunk (B, H, A), valid steps (B, H) or None)`` of a behaviour-cloning batch."""
         if "action" not in batch.keys():
             raise KeyError(f"behaviour-cloning batch lacks 'action'; it has {sorted(batch.keys())}")
         actions = self._tensor(batch["action"], torch.float32)
@@ -260,9 +265,7 @@ class VLAPolicy(nn.Module):
         if actions.dim() != 3 or tuple(actions.shape[1:]) != expected:
             raise ValueError(f"batch['action'] must be (B, {expected[0]}, {expected[1]}); got {tuple(actions.shape)}")
         mask = batch.get("action_mask", None)
-        mask = None if mask is None else self._tensor(mask, torch.bool)
-        embedding = self.embed(batch)
-        return self.head.bc_loss(embedding, self.normalizer.normalize("action", actions), mask)
+        return self.normalizer.normalize("action", actions), None if mask is None else self._tensor(mask, torch.bool)
 
     # ----------------------------------------------------------------------------- saving
     def save_pretrained(self, directory: str | Path) -> Path:

@@ -144,6 +144,7 @@ class PrefixedVLAPolicy(nn.Module):
         self.register_buffer("action_high", torch.tensor(spec.action_high, dtype=torch.float32), persistent=False)
 
     _tensor = VLAPolicy._tensor
+    expert_actions = VLAPolicy.expert_actions
     prepare_observation = VLAPolicy.prepare_observation
     save_pretrained = VLAPolicy.save_pretrained
 
@@ -159,14 +160,3 @@ class PrefixedVLAPolicy(nn.Module):
         """Normalised chunk ``(B, H, A)`` -> env units, clipped to the env's bounds."""
         actions = self.normalizer.unnormalize("action", normalized)
         return torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
-
-    def expert_actions(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(normalised expert chunk (B, H, A), valid steps (B, H) or None)`` of a behaviour-cloning batch."""
-        if "action" not in batch.keys():
-            raise KeyError(f"behaviour-cloning batch lacks 'action'; it has {sorted(batch.keys())}")
-        actions = self._tensor(batch["action"], torch.float32)
-        expected = (self.config.chunk_size, self.io_spec.action_dim)
-        if actions.dim() != 3 or tuple(actions.shape[1:]) != expected:
-            raise ValueError(f"batch['action'] must be (B, {expected[0]}, {expected[1]}); got {tuple(actions.shape)}")
-        mask = batch.get("action_mask", None)
-        return self.normalizer.normalize("action", actions), None if mask is None else self._tensor(mask, torch.bool)
