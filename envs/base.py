@@ -132,25 +132,6 @@ def validate_action(action: Any, action_space: gym.spaces.Box) -> np.ndarray:
     return np.clip(array, action_space.low, action_space.high)
 
 
-def task_of_reset(
-    task: str | None, init_state_task: str | None, same: Callable[[str, str], bool] = operator.eq
-) -> str | None:
-    """The task ``reset(options=...)`` runs: the init state's task ``init_state_task`` when an init state is
-    given, else ``options["task"]`` (``task``; None: the current task).
-
-    Raises:
-        ValueError: both are given and ``same(task, init_state_task)`` is False (they name different tasks).
-    """
-    if init_state_task is None:
-        return task
-    if task is not None and not same(task, init_state_task):
-        raise ValueError(
-            f"options['task']={task!r} contradicts init_state['task']={init_state_task!r}; "
-            "pass only one of them or make them agree"
-        )
-    return init_state_task
-
-
 class RobotEnv(gym.Env):
     """Base class of protocol envs: subclasses set ``spec_info`` and the two spaces.
 
@@ -163,10 +144,38 @@ class RobotEnv(gym.Env):
     #: Whether ``step`` honours ``skip_images`` and ``observe`` is implemented (see the module docstring).
     supports_skipping_images: bool = False
     skip_images: bool = False
+    _elapsed_steps: int = 0
 
     def observe(self) -> dict[str, Any]:
         """The complete observation of the current state (envs that support skipping images)."""
         raise NotImplementedError(f"{type(self).__name__} does not support skipping images")
+
+    @staticmethod
+    def task_of_reset(
+        options: dict[str, Any],
+        init_state: dict[str, Any] | None,
+        same: Callable[[str, str], bool] = operator.eq,
+    ) -> str | None:
+        """The task ``reset(options=...)`` runs: the task of the (checked) init state ``init_state`` when there is
+        one, else ``options["task"]`` (None: the current task).
+
+        Raises:
+            ValueError: both name a task and ``same(options["task"], init_state["task"])`` is False.
+        """
+        task = options.get("task")
+        if init_state is None:
+            return task
+        if task is not None and not same(task, init_state["task"]):
+            raise ValueError(
+                f"options['task']={task!r} contradicts init_state['task']={init_state['task']!r}; "
+                "pass only one of them or make them agree"
+            )
+        return init_state["task"]
+
+    @property
+    def elapsed_steps(self) -> int:
+        """Steps since the last ``reset`` (subclasses count them in ``_elapsed_steps``)."""
+        return self._elapsed_steps
 
     @property
     def control_hz(self) -> float:

@@ -42,7 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, task_of_reset, validate_action
+from envs.base import EnvSpec, RobotEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.arm import solve_ik_floats
 from envs.builtin.assets import load_tabletop_model
 from envs.builtin.layout_io import check_init_state
@@ -149,7 +149,7 @@ class TabletopEnv(RobotEnv):
         options = dict(options or {})
         init_state = options.get("init_state")
         layout = None if init_state is None else check_init_state(init_state, TASKS)
-        task_name = task_of_reset(options.get("task"), None if layout is None else layout["task"])
+        task_name = self.task_of_reset(options, layout)
         if task_name is not None and task_name != self.task.name:
             self._set_task(task_name)
         if layout is None:
@@ -261,10 +261,6 @@ class TabletopEnv(RobotEnv):
     def task_target(self) -> dict[str, str]:
         """What the instruction refers to, e.g. ``{"block": "red", "zone": "blue"}``."""
         return dict(self._layout["target"]) if self._layout else {}
-
-    @property
-    def elapsed_steps(self) -> int:
-        return self._elapsed_steps
 
 
 def _copy_layout(layout: dict[str, Any]) -> dict[str, Any]:

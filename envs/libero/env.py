@@ -39,14 +39,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import (
-    EnvSpec,
-    WrappedSimulatorEnv,
-    image_shape,
-    make_observation_space,
-    task_of_reset,
-    validate_action,
-)
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.libero import osc_substeps
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
@@ -203,7 +196,7 @@ class LiberoEnv(WrappedSimulatorEnv):
                     f"init_state must be an index 0..{len(self._init_states) - 1} or a dict with keys "
                     f"'task' and 'index' as reset returns in info['init_state'], got keys {sorted(init_state)}"
                 )
-            task_id = task_of_reset(task_id, init_state["task"], _same_task)
+            task_id = self.task_of_reset(options, init_state, _same_task)
             init_state = init_state["index"]
         if task_id is not None and get_task(task_id).task_id != self.task.task_id:
             self._build(get_task(task_id))
@@ -276,10 +269,6 @@ class LiberoEnv(WrappedSimulatorEnv):
     def libero_env(self) -> Any:
         """LIBERO's task environment (a robosuite env) for scripted experts and tests."""
         return self._inner.env
-
-    @property
-    def elapsed_steps(self) -> int:
-        return self._elapsed_steps
 
 
 #: The factory registered as ``libero`` in :mod:`envs.registry`: the class, which normalises its own options.

@@ -53,14 +53,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import (
-    EnvSpec,
-    WrappedSimulatorEnv,
-    image_shape,
-    make_observation_space,
-    task_of_reset,
-    validate_action,
-)
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 from envs.metaworld.variations import mt1_variations
@@ -241,7 +234,7 @@ class MetaWorldEnv(WrappedSimulatorEnv):
         init_state = options.get("init_state")
         if init_state is not None:
             _check_init_state(init_state)
-        task = task_of_reset(options.get("task"), None if init_state is None else init_state["task"])
+        task = self.task_of_reset(options, init_state)
         if task is not None and task != self.task:
             self._build(check_task(task))
         if seed is not None:
@@ -352,10 +345,6 @@ class MetaWorldEnv(WrappedSimulatorEnv):
     def metaworld_observation(self) -> np.ndarray:
         """MetaWorld's own (39,) observation of the current state: hand, objects, previous frame, goal."""
         return np.asarray(self._last_obs, dtype=float).copy()
-
-    @property
-    def elapsed_steps(self) -> int:
-        return self._elapsed_steps
 
 
 def _check_init_state(init_state: Any) -> None:

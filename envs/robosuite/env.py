@@ -42,14 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import (
-    EnvSpec,
-    WrappedSimulatorEnv,
-    image_shape,
-    make_observation_space,
-    task_of_reset,
-    validate_action,
-)
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
 from envs.robosuite.robots import StateLayout, robots_for, state_layout
@@ -175,7 +168,7 @@ class RobosuiteEnv(WrappedSimulatorEnv):
         init_state = options.get("init_state")
         if init_state is not None:
             check_init_state(init_state, self.model, ROBOSUITE_TASKS)
-        task_name = task_of_reset(options.get("task"), None if init_state is None else init_state["task"])
+        task_name = self.task_of_reset(options, init_state)
         if task_name is not None and task_name != self.task.name:
             self._build(self._task(task_name))
         if seed is not None:  # re-seed in place: the placement samplers hold this very generator
@@ -243,10 +236,6 @@ class RobosuiteEnv(WrappedSimulatorEnv):
     def eef_position(self) -> np.ndarray:
         """Grip site position in the world frame (3,)."""
         return self.data.site_xpos[self._eef_site].copy()
-
-    @property
-    def elapsed_steps(self) -> int:
-        return self._elapsed_steps
 
 
 def _joined_scaling(scalings: list[ActionScaling]) -> ActionScaling:
