@@ -37,6 +37,8 @@ granularity an algorithm asks for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -94,6 +96,15 @@ class ActionHead(nn.Module):
             raise ValueError(
                 f"this {type(self).__name__} reads RL features of shape {expected}; got {got}: pass the "
                 "policy's rl_vision features as rl_features"
+            )
+
+    @staticmethod
+    def check_replay(replay: dict[str, torch.Tensor], keys: Sequence[str]) -> None:
+        """Raise a KeyError naming the missing ones unless ``replay`` holds every key of ``keys``."""
+        missing = [key for key in keys if key not in replay]
+        if missing:
+            raise KeyError(
+                f"replay lacks {missing} (has {sorted(replay)}); pass the replay dict that sample() returned"
             )
 
     def bc_loss(

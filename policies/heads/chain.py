@@ -325,12 +325,7 @@ class DenoisingChainHead(ActionHead):
         return (log_prob if initial is None else log_prob + initial), entropy
 
     def _stored_chain(self, batch_size: int, replay: dict[str, torch.Tensor]) -> torch.Tensor:
-        required = ["chain", *self.choice_keys()]
-        missing = [key for key in required if key not in replay]
-        if missing:
-            raise KeyError(
-                f"replay lacks {missing} (has {sorted(replay)}); pass the replay dict that sample() returned"
-            )
+        self.check_replay(replay, ["chain", *self.choice_keys()])
         chain = replay["chain"]
         expected = (batch_size, self.num_steps + 1, self.chunk_size, self.action_dim)
         if tuple(chain.shape) != expected:

@@ -113,11 +113,7 @@ class ResidualHead(Refiner):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-density ``(B, H, A)`` of the stored residual under the residual policy, and its entropy."""
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
-        missing = [key for key in ("base_action", "residual") if key not in replay]
-        if missing:
-            raise KeyError(
-                f"replay lacks {missing} (has {sorted(replay)}); pass the replay dict that sample() returned"
-            )
+        self.check_replay(replay, ("base_action", "residual"))
         base, residual = replay["base_action"], replay["residual"]
         mismatch = (base + residual - actions).abs().max().item() if actions.numel() else 0.0
         if mismatch > 1e-3:

@@ -97,10 +97,7 @@ class SteeredHead(Refiner):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-density ``(B, H, A)`` of the stored initial noise under the latent policy, and its entropy."""
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
-        if "latent" not in replay:
-            raise KeyError(
-                f"replay lacks 'latent' (has {sorted(replay)}); pass the replay dict that sample() returned"
-            )
+        self.check_replay(replay, ("latent",))
         latent = replay["latent"]
         check_chunks(latent, embedding.shape[0], self.chunk_size, self.action_dim)
         mean, std = self.latent_distribution(embedding, rl_features)
