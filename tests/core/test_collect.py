@@ -8,17 +8,24 @@ import numpy as np
 import pytest
 
 from vla_rl.cli import main
-from vla_rl.stages.collect import collect_demonstrations
+from vla_rl.stages.collect import CollectConfig, collect_demonstrations
 from vla_rl.stages.sft.datasets import load_demonstrations, load_statistics
 from vla_rl.stages.sft.demos import ChunkDataset, EpisodeStore
 from vla_rl.stages.sft.episodes import split_names
 
 KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
+NOISY_3 = CollectConfig(episodes_per_task=3, noise_std=0.005)
+
+
+def per_task(count: int, **options) -> CollectConfig:
+    """The collect section with ``count`` episodes per task (and ``options``), defaults otherwise."""
+    return CollectConfig(episodes_per_task=count, **options)
 
 
 def test_collect_writes_loadable_demos_and_resume_gives_the_same_episodes(tmp_path):
-    full = collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, tmp_path / "full", 3,
-                                  noise_std=0.005, show_progress=False)  # fmt: skip
+    full = collect_demonstrations(
+        "tabletop", ["reach", "lift"], KWARGS, tmp_path / "full", NOISY_3, show_progress=False
+    )
     episodes, attrs = load_demonstrations(full.dataset_path)
     assert full.episodes_by_task == {"reach": 3, "lift": 3}
     assert all(e.success and e.successes[-1] for e in episodes)
@@ -33,13 +40,14 @@ def test_collect_writes_loadable_demos_and_resume_gives_the_same_episodes(tmp_pa
 
     # Interrupted after 2 lift episodes: keep only those files, rerun, get the same data set.
     partial = tmp_path / "partial"
-    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, partial, 3, noise_std=0.005, show_progress=False)
+    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, partial, NOISY_3, show_progress=False)
     store = EpisodeStore(partial)
     for path in store.paths()[-1:]:
         path.unlink()
     (partial / "demos.hdf5").unlink()
-    resumed = collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, partial, 3, noise_std=0.005,
-                                     show_progress=False)  # fmt: skip
+    resumed = collect_demonstrations(
+        "tabletop", ["reach", "lift"], KWARGS, partial, NOISY_3, show_progress=False
+    )
     assert resumed.attempts_by_task == {"lift": 1}
     again, _ = load_demonstrations(resumed.dataset_path)
     key = lambda e: (e.task, e.seed)  # noqa: E731
@@ -55,12 +63,16 @@ def test_the_dataset_holds_only_the_requested_tasks_and_episodes(tmp_path):
     """A folder that an earlier run filled with more tasks (or more episodes per task) gives a dataset of
     what this run asks for: the same demos, split and statistics as a folder that never held more."""
     shared, fresh = tmp_path / "shared", tmp_path / "fresh"
-    collect_demonstrations("tabletop", ["reach", "open_drawer", "lift"], KWARGS, shared, 2, show_progress=False)
-    result = collect_demonstrations("tabletop", ["lift", "reach"], KWARGS, shared, 1, show_progress=False)
+    collect_demonstrations(
+        "tabletop", ["reach", "open_drawer", "lift"], KWARGS, shared, per_task(2), show_progress=False
+    )
+    result = collect_demonstrations(
+        "tabletop", ["lift", "reach"], KWARGS, shared, per_task(1), show_progress=False
+    )
     assert result.attempts_by_task == {}  # nothing new to collect
     assert result.episodes_by_task == {"lift": 1, "reach": 1}
     assert EpisodeStore(shared).count_by_task() == {"reach": 2, "open_drawer": 2, "lift": 2}  # kept for reuse
-    collect_demonstrations("tabletop", ["lift", "reach"], KWARGS, fresh, 1, show_progress=False)
+    collect_demonstrations("tabletop", ["lift", "reach"], KWARGS, fresh, per_task(1), show_progress=False)
     for split in ("train", "valid"):
         ours, theirs = load_demonstrations(shared, split)[0], load_demonstrations(fresh, split)[0]
         assert [(e.task, e.seed) for e in ours] == [(e.task, e.seed) for e in theirs]
@@ -86,8 +98,10 @@ def test_sft_draws_its_split_with_its_own_seed_from_a_file_that_other_seeds_shar
     """The runs of an experiment share its data folder: the file is the same whichever seed wrote it last
     (``collect.seed``), and each run's SFT split follows from the run's seed alone."""
     first, second = tmp_path / "first", tmp_path / "second"
-    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, first, 5, show_progress=False)
-    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, second, 5, seed=3, show_progress=False)
+    collect_demonstrations("tabletop", ["reach", "lift"], KWARGS, first, per_task(5), show_progress=False)
+    collect_demonstrations(
+        "tabletop", ["reach", "lift"], KWARGS, second, per_task(5, seed=3), show_progress=False
+    )
     everything = {folder: load_demonstrations(folder)[0] for folder in (first, second)}
     for seed in (0, 3):
         reference = split_names([f"demo_{i}" for i in range(10)], 0.1, seed)
@@ -108,8 +122,10 @@ def test_the_run_seed_does_not_choose_the_demonstrations(tmp_path):
     common = ["collect", "env.tasks=[reach]", "collect.episodes_per_task=2", "env.kwargs.image_size=16"]
     for name, extra in (("default", []), ("run_seed", ["seed=5"]), ("collect_seed", ["collect.seed=5"])):
         assert main([*common, *extra, f"collect.output={tmp_path / name}"]) == 0
-    seeds = {name: [e.seed for e in load_demonstrations(tmp_path / name)[0]] for name in ("default", "run_seed",
-                                                                                          "collect_seed")}
+    seeds = {
+        name: [e.seed for e in load_demonstrations(tmp_path / name)[0]]
+        for name in ("default", "run_seed", "collect_seed")
+    }
     assert seeds["run_seed"] == seeds["default"] != seeds["collect_seed"]
 
 
@@ -123,16 +139,18 @@ def test_collect_command_line(tmp_path, capsys):
 
 def test_collect_refuses_a_folder_collected_with_other_env_settings(tmp_path):
     output = tmp_path / "demos"
-    collect_demonstrations("tabletop", ["reach"], KWARGS, output, 1, show_progress=False)
+    collect_demonstrations("tabletop", ["reach"], KWARGS, output, per_task(1), show_progress=False)
     settings = json.loads((output / "collection.json").read_text())
     assert settings["env_kwargs"] == {"image_size": 32, "cameras": ["front", "wrist"]}
-    again = collect_demonstrations("tabletop", ["reach"], KWARGS, output, 1, show_progress=False)
+    again = collect_demonstrations("tabletop", ["reach"], KWARGS, output, per_task(1), show_progress=False)
     assert again.attempts_by_task == {}  # same settings: the stored episode is kept
     with pytest.raises(ValueError, match=r"collect.output=.*other settings \(env_kwargs"):
-        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "fixed_scenes": True}, output, 2, show_progress=False)
+        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "fixed_scenes": True}, output, per_task(2),
+                               show_progress=False)  # fmt: skip
     assert EpisodeStore(output).count_by_task() == {"reach": 1}  # nothing added, nothing lost
 
     # A folder from before collection.json: its demos.hdf5 attributes are the record.
     (output / "collection.json").unlink()
     with pytest.raises(ValueError, match="noise_std|env_kwargs"):
-        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "image_size": 16}, output, 1, show_progress=False)
+        collect_demonstrations("tabletop", ["reach"], {**KWARGS, "image_size": 16}, output, per_task(1),
+                               show_progress=False)  # fmt: skip

@@ -7,7 +7,7 @@ import pytest
 # Importing torchvision (through timm) after MuJoCo rendered through EGL in this process segfaults on
 # this platform: the policy modules are imported before the dataset fixture renders.
 import policies.vla  # noqa: F401
-from vla_rl.stages.collect import collect_demonstrations
+from vla_rl.stages.collect import CollectConfig, collect_demonstrations
 
 TASKS = ["reach", "lift"]
 ENV_KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
@@ -17,7 +17,8 @@ ENV_KWARGS = {"image_size": 32, "cameras": ("front", "wrist")}
 def tiny_dataset(tmp_path_factory):
     """The folder holding demos.hdf5 and stats.json (valid split: 1 of the 6 episodes)."""
     output = tmp_path_factory.mktemp("sft_demos")
-    collect_demonstrations("tabletop", TASKS, ENV_KWARGS, output, 3, noise_std=0.005, show_progress=False)
+    collect_demonstrations("tabletop", TASKS, ENV_KWARGS, output, CollectConfig(episodes_per_task=3, noise_std=0.005),
+                          show_progress=False)  # fmt: skip
     return output
 
 

@@ -187,13 +187,7 @@ class CollectPlan:
 def run(plan: CollectPlan, run_dir: Path) -> CollectionResult:
     """The collection ``plan`` asks for into ``run_dir`` (``vla-rl collect`` and the experiment's collect stage
     pass ``collect.output``): :func:`collect_demonstrations` of its env's tasks."""
-    env, config = plan.env, plan.collect
-    return collect_demonstrations(
-        env.id, list(env.tasks), env.kwargs, run_dir,
-        config.episodes_per_task, config.noise_std, config.keep_failed, config.max_attempts_per_episode,
-        config.valid_fraction, config.seed, target_frames_per_task=config.target_frames_per_task,
-        dataset_format=config.format, video_codec=config.video_codec,
-    )  # fmt: skip
+    return collect_demonstrations(plan.env.id, list(plan.env.tasks), plan.env.kwargs, run_dir, plan.collect)
 
 
 def collect_demonstrations(
@@ -201,56 +195,54 @@ def collect_demonstrations(
     tasks: Sequence[str],
     env_kwargs: dict[str, Any],
     output: str | Path,
-    episodes_per_task: int,
-    noise_std: float = 0.0,
-    keep_failed: bool = False,
-    max_attempts_per_episode: int = 5,
-    valid_fraction: float = 0.1,
-    seed: int = 0,
+    config: CollectConfig,
     show_progress: bool = True,
-    target_frames_per_task: int = 0,
-    dataset_format: str = "hdf5",
-    video_codec: str = "h264",
 ) -> CollectionResult:
-    """Collect ``episodes_per_task`` expert episodes for each task into ``output`` (and, with
-    ``target_frames_per_task`` > 0, that many target frames per task: :func:`collect_target_frames`).
+    """Collect ``config.episodes_per_task`` expert episodes for each task into ``output`` (``config.output`` is
+    not read), and with ``config.target_frames_per_task`` > 0 that many target frames per task
+    (:func:`collect_target_frames`).
 
     Raises:
-        RuntimeError: a task's expert failed too often (``max_attempts_per_episode`` per episode).
+        RuntimeError: a task's expert failed too often (``config.max_attempts_per_episode`` per episode).
     """
     output = Path(output)
-    check_collection_settings(output, env_id, env_kwargs, noise_std)
+    per_task = config.episodes_per_task
+    check_collection_settings(output, env_id, env_kwargs, config.noise_std)
     store = EpisodeStore(output)
     entry, _ = resolve(env_id)
     stored = store.count_by_task()
     attempts_by_task: dict[str, int] = {}
-    total_missing = sum(max(0, episodes_per_task - stored.get(task, 0)) for task in tasks)
+    total_missing = sum(max(0, per_task - stored.get(task, 0)) for task in tasks)
     progress = tqdm(total=total_missing, desc="collect", unit="episode", disable=not show_progress)
     try:
         for task in tasks:
-            needed = episodes_per_task - stored.get(task, 0)
+            needed = per_task - stored.get(task, 0)
             if needed <= 0:
                 continue
             attempts_by_task[task] = _collect_task(
-                entry, task, env_kwargs, store, needed, noise_std, keep_failed,
-                max_attempts_per_episode, seed, progress=progress,
+                entry, task, env_kwargs, store, needed, config.noise_std, config.keep_failed,
+                config.max_attempts_per_episode, config.seed, progress=progress,
             )  # fmt: skip
     finally:
         progress.close()
-        kept = dataset_episodes(store, tasks, episodes_per_task)
-        if kept and dataset_format == "lerobot":
-            dataset_path = write_lerobot_collection(output, kept, env_id, env_kwargs, valid_fraction, seed, video_codec)
+        kept = dataset_episodes(store, tasks, per_task)
+        if kept and config.format == "lerobot":
+            dataset_path = write_lerobot_collection(
+                output, kept, env_id, env_kwargs, config.valid_fraction, config.seed, config.video_codec
+            )
             stats_path = dataset_path / "meta" / "stats.json"
         elif kept:
             dataset_path, stats_path = write_dataset(
-                output, kept, env_id, env_kwargs, valid_fraction=valid_fraction, seed=seed
+                output, kept, env_id, env_kwargs, valid_fraction=config.valid_fraction, seed=config.seed
             )
     counts: dict[str, int] = {}
     for episode in kept:
         counts[episode.task] = counts.get(episode.task, 0) + 1
     frames = None
-    if target_frames_per_task > 0:
-        frames = collect_target_frames(env_id, tasks, env_kwargs, output, target_frames_per_task, seed, show_progress)
+    if config.target_frames_per_task > 0:
+        frames = collect_target_frames(
+            env_id, tasks, env_kwargs, output, config.target_frames_per_task, config.seed, show_progress
+        )
     return CollectionResult(dataset_path, stats_path, counts, attempts_by_task, frames)
 
 
