@@ -102,12 +102,13 @@ def test_ray_workers_give_the_same_episodes_as_one_process(tmp_path):
     from vla_rl.stages.evaluation import (
         EvalSettings,
         ExpertActionSource,
-        VideoSettings,
+        VideoConfig,
         evaluate_and_report,
         make_eval_envs,
     )
 
-    settings = EvalSettings(episodes_per_task=4, seed=1, video=VideoSettings(episodes_per_task=1, grid_envs=2))
+    settings = EvalSettings(episodes_per_task=4, seed=1, protocol="seeded", split="dev",
+                            video=VideoConfig(episodes_per_task=1, grid_envs=2))  # fmt: skip
     kwargs = {"image_size": 32, "cameras": ["front"]}
     documents = []
     init_ray(num_cpus=2, temp_dir=None)

@@ -16,7 +16,7 @@ from vla_rl.stages.evaluation import (
     EvalSettings,
     ExpertActionSource,
     PolicyActionSource,
-    VideoSettings,
+    VideoConfig,
     evaluate_and_report,
     evaluation_seed,
     make_eval_envs,
@@ -25,6 +25,12 @@ from vla_rl.stages.evaluation import (
 )
 
 ENV_KWARGS = {"image_size": 64, "cameras": ("front", "wrist")}
+
+
+def settings_without_videos(episodes_per_task: int, seed: int = 0) -> EvalSettings:
+    """Seeded dev episodes, no videos."""
+    return EvalSettings(episodes_per_task=episodes_per_task, seed=seed, protocol="seeded", split="dev",
+                        video=VideoConfig(episodes_per_task=0, grid_envs=0))  # fmt: skip
 
 
 def expert_episodes_by_hand(task: str, seeds: list[int]) -> list[tuple[bool, int]]:
@@ -47,8 +53,8 @@ def expert_episodes_by_hand(task: str, seeds: list[int]) -> list[tuple[bool, int
 def expert_eval(tmp_path_factory):
     output = tmp_path_factory.mktemp("eval")
     envs = make_eval_envs("tabletop", ENV_KWARGS, ["reach"], num_envs=3)  # 5 episodes: rounds of 3 and 2
-    settings = EvalSettings(episodes_per_task=5, seed=7, video=VideoSettings(
-        episodes_per_task=2, grid_envs=3, cameras=("front", "wrist"), size=(64, 96)))  # fmt: skip
+    settings = EvalSettings(episodes_per_task=5, seed=7, protocol="seeded", split="dev", video=VideoConfig(
+        episodes_per_task=2, grid_envs=3, cameras=["front", "wrist"], size=[64, 96]))  # fmt: skip
     document, path = evaluate_and_report(
         envs, ExpertActionSource(), ["reach"], settings, output, {"kind": "expert"},
         {"id": "tabletop", "kwargs": {}, "num_envs": 3, "num_workers": 0},
@@ -169,7 +175,7 @@ class StillPolicy:
 def test_an_acting_policy_on_point_env_matches_a_replay(tmp_path):
     envs = make_eval_envs("point_env:make", {"max_episode_steps": 7}, ["reach_red", "reach_blue"], num_envs=4)
     policy = StillPolicy()
-    settings = EvalSettings(episodes_per_task=6, seed=3, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    settings = settings_without_videos(6, seed=3)
     document, _ = evaluate_and_report(
         envs, PolicyActionSource(policy), ["reach_red", "reach_blue"], settings, tmp_path, {"kind": "actor"},
         {"id": "point_env:make", "kwargs": {}, "num_envs": 4, "num_workers": 0},
@@ -194,7 +200,7 @@ def test_a_policy_with_wrong_action_shape_is_explained(tmp_path):
             return np.zeros((len(obs_batch["instruction"]), 2)), {}
 
     envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=2)
-    settings = EvalSettings(episodes_per_task=2, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    settings = settings_without_videos(2)
     with pytest.raises(ValueError, match=r"actions of shape \(2, 2\); expected action chunks \(B=2, H, A\)"):
         evaluate_and_report(envs, PolicyActionSource(FlatActor()), ["reach_red"], settings, tmp_path,
                             {"kind": "actor"}, {})  # fmt: skip
@@ -203,7 +209,7 @@ def test_a_policy_with_wrong_action_shape_is_explained(tmp_path):
 
 def test_expert_for_env_without_one_is_explained(tmp_path):
     envs = make_eval_envs("point_env:make", {}, ["reach_red"], num_envs=1)
-    settings = EvalSettings(episodes_per_task=1, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    settings = settings_without_videos(1)
     with pytest.raises(KeyError, match="no scripted expert for env 'point_env:make', task 'reach_red': its factory "
                                        "'make' has no `expert` attribute. Experts exist for: tabletop/"):
         evaluate_and_report(envs, ExpertActionSource(), ["reach_red"], settings, tmp_path, {"kind": "expert"}, {})
@@ -227,7 +233,7 @@ class NoisyPolicy:
 def test_a_sampling_policy_scores_the_same_whatever_the_global_random_state(tmp_path):
     import torch
 
-    settings = EvalSettings(episodes_per_task=6, seed=3, video=VideoSettings(episodes_per_task=0, grid_envs=0))
+    settings = settings_without_videos(6, seed=3)
     outcomes, actions = [], []
     for global_seed in (0, 1):
         torch.manual_seed(global_seed)  # e.g. an RL stage that drew from the global generator before
@@ -268,8 +274,8 @@ def test_every_video_frame_shows_its_own_episodes_instruction(tmp_path, monkeypa
     tasks = ["reach_red", "reach_blue"]
     own = {task: f"move to the {task.split('_')[1]} square" for task in tasks}  # point_env's instructions
     envs = make_eval_envs("point_env:make", {"max_episode_steps": 4}, tasks, num_envs=1)
-    settings = EvalSettings(episodes_per_task=2, seed=5, video=VideoSettings(
-        episodes_per_task=2, grid_envs=0, cameras=("top",), size=(96, 192)))  # fmt: skip
+    settings = EvalSettings(episodes_per_task=2, seed=5, protocol="seeded", split="dev", video=VideoConfig(
+        episodes_per_task=2, grid_envs=0, cameras=["top"], size=[96, 192]))  # fmt: skip
     document, _ = evaluate_and_report(
         envs, PolicyActionSource(StillPolicy()), tasks, settings, tmp_path, {"kind": "actor"},
         {"id": "point_env:make", "kwargs": {}, "num_envs": 1, "num_workers": 0},

@@ -8,6 +8,7 @@ from vla_rl.stages.evaluation.action_sources import (
     load_policy_for_eval,
     resolve_policy_folder,
 )
+from vla_rl.stages.evaluation.config import VideoConfig
 from vla_rl.stages.evaluation.env_backends import WorkerGroupEvalEnvs, make_eval_envs
 from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes, wilson_interval
 from vla_rl.stages.evaluation.report import (
@@ -16,7 +17,7 @@ from vla_rl.stages.evaluation.report import (
     validate_eval_info,
     write_eval_info,
 )
-from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings, run_evaluation
+from vla_rl.stages.evaluation.runner import EvalSettings, run_evaluation
 from vla_rl.stages.evaluation.session import evaluate_and_report, log_eval_to_trackers
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "ExpertActionSource",
     "PolicyActionSource",
     "PolicyLoadError",
-    "VideoSettings",
+    "VideoConfig",
     "WorkerGroupEvalEnvs",
     "build_eval_info",
     "evaluate_and_report",

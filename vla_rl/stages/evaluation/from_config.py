@@ -16,16 +16,10 @@ from vla_rl.stages.evaluation.action_sources import (
     load_policy_for_eval,
     resolve_policy_folder,
 )
-from vla_rl.stages.evaluation.config import EvalConfig, VideoConfig
+from vla_rl.stages.evaluation.config import EvalConfig
 from vla_rl.stages.evaluation.env_backends import make_eval_envs
-from vla_rl.stages.evaluation.runner import EvalSettings, VideoSettings
+from vla_rl.stages.evaluation.runner import EvalSettings
 from vla_rl.stages.evaluation.session import evaluate_and_report
-
-
-def video_settings(video: VideoConfig) -> VideoSettings:
-    """The runner's video settings of the ``eval.video`` section."""
-    return VideoSettings(episodes_per_task=video.episodes_per_task, grid_envs=video.grid_envs,
-                         cameras=tuple(video.cameras), size=tuple(video.size))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -70,7 +64,7 @@ def run(plan: EvalPlan, run_dir: Path) -> tuple[dict, Path]:
         source = PolicyActionSource(load_policy_for_eval(policy_path), eval_config.deterministic)
     settings = EvalSettings(episodes_per_task=eval_config.episodes_per_task, seed=plan.seed,
                             split=eval_config.split, protocol=eval_config.protocol,
-                            video=video_settings(eval_config.video))  # fmt: skip
+                            video=eval_config.video)  # fmt: skip
     num_workers = eval_config.num_workers
     envs = make_eval_envs(env.factory_id, env.kwargs, tasks, eval_config.num_envs, num_workers, seed=plan.seed,
                           remote=env.remote)  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +19,20 @@ import numpy as np
 
 from contract.vec_env import VecEnv
 from vla_rl.logging.video import VideoWriter
+from vla_rl.stages.evaluation.config import VideoConfig
 from vla_rl.stages.evaluation.metrics import evaluation_seed, summarize_episodes
-
-
-@dataclass(frozen=True)
-class VideoSettings:
-    episodes_per_task: int = 2  # M: one mp4 for each of the first M episodes of each task
-    grid_envs: int = 4  # envs tiled into one grid video per task (0: no grid)
-    cameras: tuple[str, ...] = ()  # empty: the env's first camera; several: side by side
-    size: tuple[int, int] = (128, 128)  # (height, width) of each camera in the video
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvalSettings:
-    episodes_per_task: int = 10
-    seed: int = 0
-    protocol: str = "seeded"  # "libero": episode k starts from the env's init state k (eval.protocol)
-    video: VideoSettings = field(default_factory=VideoSettings)
-    split: str = "dev"  # dev or test: which seeds (metrics.evaluation_seed)
+    """What one evaluation runs: the knobs of the ``eval`` section it reads (their defaults live there,
+    :class:`~vla_rl.stages.evaluation.config.EvalConfig`), and the run's ``seed``."""
+
+    episodes_per_task: int
+    seed: int
+    protocol: str  # "libero": episode k starts from the env's init state k (eval.protocol)
+    video: VideoConfig
+    split: str  # dev or test: which seeds (metrics.evaluation_seed)
 
 
 @dataclass
@@ -117,7 +113,7 @@ def check_init_state_protocol(spec: Any, episodes_per_task: int) -> None:
         )
 
 
-def _video_slots(first: int, count: int, settings: VideoSettings, cameras: Sequence[str]) -> tuple[list[int], list[int]]:
+def _video_slots(first: int, count: int, settings: VideoConfig, cameras: Sequence[str]) -> tuple[list[int], list[int]]:
     """(slots with an episode video, slots in the grid) of the round starting at episode ``first``."""
     if not cameras:
         return [], []

@@ -365,14 +365,13 @@ class PeriodicEvaluation:
 
     def __init__(self, plan: RLRunPlan, run_dir: Path, tracker: Any):
         from vla_rl.stages.evaluation import EvalSettings, make_eval_envs
-        from vla_rl.stages.evaluation.from_config import video_settings
 
         config, env = plan.eval, plan.env
         self.spec, self.tasks, self.run_dir, self.tracker = plan.policy_spec, list(plan.tasks), Path(run_dir), tracker
         self.policy = plan.policy_spec.build("cpu").eval()
         # Always the dev episodes: they watch training; the test episodes are kept for the final scores.
         self.settings = EvalSettings(episodes_per_task=plan.trainer.eval_episodes_per_task, seed=plan.seed,
-                                     split="dev", protocol=config.protocol, video=video_settings(config.video))
+                                     split="dev", protocol=config.protocol, video=config.video)
         self.run_record = plan.run_record
         self.envs = make_eval_envs(env.name, env.kwargs, self.tasks, config.num_envs, config.num_workers,
                                    seed=plan.seed, remote=env.remote)  # fmt: skip
