@@ -151,6 +151,12 @@ class RobotEnv(gym.Env):
         raise NotImplementedError(f"{type(self).__name__} does not support skipping images")
 
     @staticmethod
+    def check_render_mode(render_mode: str | None) -> None:
+        """Raise a ValueError unless ``render_mode`` is one the envs support: None or ``"rgb_array"``."""
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+
+    @staticmethod
     def task_of_reset(
         options: dict[str, Any],
         init_state: dict[str, Any] | None,
@@ -196,6 +202,14 @@ class WrappedSimulatorEnv(RobotEnv):
 
     _inner: Any = None
     _renderer: Any = None
+    _needs_reset: bool = True
+
+    def checked_action(self, action: Any) -> np.ndarray:
+        """``action`` as :func:`validate_action` returns it, after checking that the episode was reset (since the
+        last task switch)."""
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step() (and after switching tasks)")
+        return validate_action(action, self.action_space)
 
     def close(self) -> None:
         self._close_inner()

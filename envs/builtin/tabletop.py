@@ -94,8 +94,7 @@ class TabletopEnv(RobotEnv):
         unknown = [name for name in cameras if name not in CAMERAS]
         if unknown:
             raise ValueError(f"unknown camera(s) {unknown}; the tabletop cameras are {list(CAMERAS)}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+        self.check_render_mode(render_mode)
         self.model = load_tabletop_model()
         self.data = mujoco.MjData(self.model)
         self.scene = TabletopScene(self.model, self.data)

@@ -39,7 +39,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space
 from envs.builtin.rendering import CameraRenderer
 from envs.libero import osc_substeps
 from envs.libero.suites import LiberoTask, get_task, official_init_states, suite_tasks
@@ -107,8 +107,7 @@ class LiberoEnv(WrappedSimulatorEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+        self.check_render_mode(render_mode)
         if settle_steps < 0:
             raise ValueError(f"settle_steps must be >= 0, got {settle_steps}")
         if max_episode_steps is not None and max_episode_steps < 1:
@@ -228,9 +227,7 @@ class LiberoEnv(WrappedSimulatorEnv):
         return self.observe(), info
 
     def step(self, action: Any):
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step() (and after switching tasks)")
-        action = validate_action(action, self.action_space)
+        action = self.checked_action(action)
         _, reward, _, _ = self._inner.env.step(action)
         self._elapsed_steps += 1
         success = bool(reward > 0)  # LIBERO's sparse reward is its success predicate

@@ -53,7 +53,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space
 from envs.builtin.rendering import CameraRenderer
 from envs.metaworld.tasks import INSTRUCTIONS, METAWORLD_TASKS, check_task
 from envs.metaworld.variations import mt1_variations
@@ -144,8 +144,7 @@ class MetaWorldEnv(WrappedSimulatorEnv):
         variations_seed: int | None = None,
     ) -> None:
         super().__init__()
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+        self.check_render_mode(render_mode)
         if max_episode_steps is not None and int(max_episode_steps) < 1:
             raise ValueError(f"max_episode_steps must be a positive number of steps or None, got {max_episode_steps}")
         self.image_shape = image_shape(image_size)
@@ -259,9 +258,7 @@ class MetaWorldEnv(WrappedSimulatorEnv):
         return self.observe(), info
 
     def step(self, action: Any):
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step() (and after switching tasks)")
-        action = validate_action(action, self.action_space)
+        action = self.checked_action(action)
         observation, shaped_reward, _, _, metaworld_info = self._inner.step(
             (action * self._native_scale).astype(np.float32)
         )

@@ -42,7 +42,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space, validate_action
+from envs.base import EnvSpec, WrappedSimulatorEnv, image_shape, make_observation_space
 from envs.builtin.rendering import CameraRenderer
 from envs.robosuite.controllers import ActionScaling, action_scaling_of, build_controller_config
 from envs.robosuite.robots import StateLayout, robots_for, state_layout
@@ -81,8 +81,7 @@ class RobosuiteEnv(WrappedSimulatorEnv):
         skip_unseen: bool = True,
     ) -> None:
         super().__init__()
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use None or 'rgb_array'")
+        self.check_render_mode(render_mode)
         self.image_shape = image_shape(image_size)
         self.robot_name = robot if isinstance(robot, str) else tuple(robot)
         self._controller = (controller, dict(controller_overrides) if controller_overrides else None)
@@ -191,9 +190,7 @@ class RobosuiteEnv(WrappedSimulatorEnv):
         return self._observation(), info
 
     def step(self, action: Any):
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step() (and after switching tasks)")
-        action = validate_action(action, self.action_space)
+        action = self.checked_action(action)
         _, shaped_reward, _, _ = self._inner.step(self.scaling.to_robosuite(action))
         self._elapsed_steps += 1
         success = bool(self._inner._check_success())
