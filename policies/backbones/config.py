@@ -66,3 +66,17 @@ class VLMPolicyConfig(ActionChunkConfig):
     normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
     rl_vision: RLVisionConfig = field(default_factory=RLVisionConfig)
     embedding_dim: int = 128
+
+
+@dataclass
+class PrefixedVLAConfig(ActionChunkConfig):
+    """What both VLA families (:mod:`policies.backbones.token_vla`, :mod:`policies.backbones.expert_vla`) configure
+    alike: the backbone, the critic, normalisation, whether the state enters (one token), and whether act /
+    evaluate / value compute each sample as in any batch (:mod:`policies.backbones.batch_invariant`: the rollout's
+    log-probs come back bit for bit in the update)."""
+
+    backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
+    normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
+    use_state: bool = True
+    batch_invariant: bool = True

@@ -27,9 +27,8 @@ from torch import nn
 
 from policies.backbones.action_expert import ActionExpert, ExpertConfig, PrefixContext
 from policies.backbones.batch_invariant import batch_invariant_method
-from policies.backbones.config import VLMBackboneConfig
+from policies.backbones.config import PrefixedVLAConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
-from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.heads.flow import FlowHead, FlowHeadConfig
 from policies.value import ValueHead
 
@@ -86,19 +85,12 @@ class ExpertFlowHead(FlowHead):
 
 
 @dataclass
-class ExpertVLAConfig(ActionChunkConfig):
-    """The action-expert VLA: the backbone, the expert, the flow chain (``FlowHeadConfig`` options except the compact
-    denoiser's size), the critic, normalisation, chunk size, whether the state enters (one expert token), and
-    whether act / evaluate / value compute each sample as in any batch (:mod:`policies.backbones.batch_invariant`:
-    the rollout's log-probs come back bit for bit in the update)."""
+class ExpertVLAConfig(PrefixedVLAConfig):
+    """The action-expert VLA: the sections of :class:`PrefixedVLAConfig` (the state, where used, is one expert
+    token), the expert and the flow chain (``FlowHeadConfig`` options except the compact denoiser's size)."""
 
-    backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
     flow: dict[str, Any] = field(default_factory=dict)
-    value: ValueConfig = field(default_factory=ValueConfig)
-    normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
-    use_state: bool = True
-    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -42,9 +42,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.backbones.batch_invariant import batch_invariant_method
-from policies.backbones.config import VLMBackboneConfig
+from policies.backbones.config import PrefixedVLAConfig
 from policies.backbones.prefix import PrefixedVLAPolicy, VLMPrefix
-from policies.config import ActionChunkConfig, NormalizationConfig, ValueConfig
 from policies.tokens import ID_PLACEMENTS, ActionTokenizer
 from policies.value import ValueHead
 
@@ -82,17 +81,11 @@ class ActionTokensConfig:
 
 
 @dataclass
-class TokenVLAConfig(ActionChunkConfig):
-    """The action-token VLA: the backbone, its action tokens, the critic, normalisation, chunk size, whether the
-    state enters the prefix (one token), and whether act / evaluate / value compute each sample as in any batch
-    (:mod:`policies.backbones.batch_invariant`: the rollout's log-probs come back bit for bit in the update)."""
+class TokenVLAConfig(PrefixedVLAConfig):
+    """The action-token VLA: the sections of :class:`PrefixedVLAConfig` (the state, where used, is one prefix
+    token) and its action tokens."""
 
-    backbone: VLMBackboneConfig = field(default_factory=VLMBackboneConfig)
     tokens: ActionTokensConfig = field(default_factory=ActionTokensConfig)
-    value: ValueConfig = field(default_factory=ValueConfig)
-    normalization: NormalizationConfig = field(default_factory=NormalizationConfig)
-    use_state: bool = True
-    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

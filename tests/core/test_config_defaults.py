@@ -104,6 +104,19 @@ def test_chunk_size_has_one_default_and_one_check_for_every_built_in_policy():
             PolicyConfig(chunk_size=bad)
 
 
+def test_the_vla_families_declare_the_sections_they_share_once():
+    from policies.backbones.config import PrefixedVLAConfig
+    from policies.backbones.expert_vla import ExpertVLAConfig
+    from policies.backbones.token_vla import TokenVLAConfig
+
+    shared = {f.name for f in dataclasses.fields(PrefixedVLAConfig)}
+    assert {"backbone", "value", "normalization", "use_state", "batch_invariant"} <= shared
+    for cls in (TokenVLAConfig, ExpertVLAConfig):
+        assert issubclass(cls, PrefixedVLAConfig)
+        again = shared & set(cls.__dict__.get("__annotations__", {}))
+        assert not again, f"{cls.__name__} declares {sorted(again)} again"
+
+
 def test_the_run_reads_chunk_size_once_from_the_policy_section():
     from vla_rl.config import ConfigError
     from vla_rl.workers.policy_factory import PolicySpec
