@@ -26,8 +26,8 @@ RL: rollouts sample each token from ``softmax(logits / temperature)``; ``log_pro
 log-probability of each sampled token (one per action dimension: the ``dimension`` / ``action`` / ``chunk``
 granularities of ``policies.heads.base.reduce_log_prob`` sum them), the entropy is the categorical one. Evaluation
 (``deterministic=True``) takes the most likely bin, or (``tokens.deterministic_action="mean"``) the expected bin
-centre. SFT is the cross-entropy on the action slots only (labels -100 elsewhere), masked by ``action_mask``, against
-the expert's bin or (``tokens.label_std`` > 0) Gaussian soft targets around the expert's value. The critic reads the hidden state of slot 0 (the whole prefix, no action).
+centre. SFT is the cross-entropy on the action slots only (labels -100 elsewhere), masked by ``action_mask``. The
+critic reads the hidden state of slot 0 (the whole prefix, no action).
 
 Factory: ``policies.backbones.token_vla:build_policy`` (``policy=token_vla``).
 """
@@ -65,9 +65,6 @@ class ActionTokensConfig:
         id_placement: "last" (the vocabulary's last ids) or "added" (new ids after the vocabulary).
         decoding: "parallel" (one forward per chunk) or "autoregressive" (one token after another).
         temperature: rollout sampling temperature; RL's log-probs are those of the tempered distribution.
-        label_std: SFT targets: 0 gives the expert's bin (one-hot, OpenVLA); > 0 the mass of a Gaussian of this
-            standard deviation (normalised units, the action range being [-1, 1]) around the expert's value over
-            each bin (``ActionTokenizer.soft_targets``).
         deterministic_action: the action ``act(deterministic=True)`` (evaluation) returns: "argmax", the most
             likely bin's centre (OpenVLA), or "mean", the expectation of the bin centres under the untempered
             softmax of each slot (a continuous value; with autoregressive decoding each slot reads the argmax
@@ -78,7 +75,6 @@ class ActionTokensConfig:
     id_placement: str = "added"
     decoding: str = "parallel"
     temperature: float = 1.0
-    label_std: float = 0.0
     deterministic_action: str = "argmax"
 
     def __post_init__(self) -> None:
@@ -93,8 +89,6 @@ class ActionTokensConfig:
             raise ValueError(f"tokens.num_bins={self.num_bins!r} must be an integer >= 2")
         if not self.temperature > 0:
             raise ValueError(f"tokens.temperature={self.temperature!r} must be > 0")
-        if isinstance(self.label_std, bool) or not isinstance(self.label_std, (int, float)) or not self.label_std >= 0:
-            raise ValueError(f"tokens.label_std={self.label_std!r} must be a number >= 0 (0: one-hot labels)")
 
 
 @dataclass
@@ -280,19 +274,12 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
         return torch.where(valid, bins, torch.full_like(bins, IGNORE_INDEX))
 
     def bc_loss(self, batch: Mapping[str, Any]) -> torch.Tensor:
-        """Cross-entropy of the expert chunk's tokens (env units in ``batch["action"]`` ``(B, H, A)``), teacher-forced
-        on the expert's bins, on the action slots only; against the Gaussian soft targets where ``tokens.label_std``
-        > 0."""
+        """Cross-entropy of the expert chunk's tokens (env units in ``batch["action"]`` ``(B, H, A)``), teacher-forced,
+        on the action slots only."""
         normalized, mask = self.expert_actions(batch)
         labels = self.labels(normalized, mask)
         logits, _ = self.teacher_forced(batch, labels.clamp(min=0))
-        std = float(self.config.tokens.label_std)
-        if std == 0:
-            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-        targets = self.tokenizer.soft_targets(normalized.reshape(labels.shape), std)  # (B, N, num_bins)
-        per_slot = -(targets * torch.log_softmax(logits.float(), -1)).sum(-1)
-        valid = labels != IGNORE_INDEX
-        return per_slot[valid].mean()
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
 
 
 def validate_policy_config(config: Mapping[str, Any]) -> None:

@@ -13,11 +13,6 @@ Bins map onto token ids in one of two ways (``id_placement``):
 - ``"added"``: ``num_bins`` new ids after the vocabulary, ``vocab_size + k`` (for a vocabulary too small to give
   up that many ids, such as the word-level tokenizers of the tiny test models).
 
-Soft targets (``soft_targets``): instead of the one-hot bin, the mass of a Gaussian ``N(y, std^2)`` around the value
-``y`` over each bin, renormalised over [-1, 1] (HL-Gauss: Imani and White 2018, arXiv 1806.04613; Farebrother et al.
-2024, arXiv 2403.03950). Neighbouring bins then share the evidence of a value, so a classifier trained on a few
-scattered continuous values puts its mode between them, where one-hot labels would leave one isolated spike per value.
-
 The tokenizer is pure arithmetic on tensors: the policy owns the embeddings of these ids.
 """
 
@@ -75,17 +70,6 @@ class ActionTokenizer:
         if bins.numel() and (int(bins.min()) < 0 or int(bins.max()) >= self.num_bins):
             raise ValueError(f"bin indices must lie in [0, {self.num_bins}); got {int(bins.min())}..{int(bins.max())}")
         return -1.0 + (bins.to(dtype) + 0.5) * self.bin_width
-
-    def soft_targets(self, normalized: torch.Tensor, std: float) -> torch.Tensor:
-        """Normalised actions ``(..., A)`` -> bin probabilities ``(..., A, num_bins)``: the mass of
-        ``N(clip(y, -1, 1), std^2)`` over each bin, divided by its mass over [-1, 1] (module docstring)."""
-        if not std > 0:
-            raise ValueError(f"soft targets need std > 0; got {std!r} (std = 0 is the one-hot bin: use bins())")
-        edges = torch.linspace(-1.0, 1.0, self.num_bins + 1, dtype=torch.float64, device=normalized.device)
-        centre = normalized.clamp(-1.0, 1.0).to(torch.float64).unsqueeze(-1)
-        cdf = 0.5 * (1.0 + torch.erf((edges - centre) / (std * 2.0**0.5)))
-        mass = cdf[..., 1:] - cdf[..., :-1]
-        return (mass / (cdf[..., -1:] - cdf[..., :1])).to(normalized.dtype)
 
     def token_ids(self, bins: torch.Tensor) -> torch.Tensor:
         """Bin indices -> token ids (same shape)."""

@@ -65,37 +65,3 @@ def test_env_units_round_trip_through_the_statistics():
     half_bin = (high - low) / 256  # w / 2 in normalised units is (high - low) / 2 * (1 / 256) in env units
     assert decoded.shape == (6, 4, 3)
     assert ((decoded - actions).abs() <= half_bin + 1e-5).all()
-
-
-def test_soft_targets_are_the_gaussian_mass_of_each_bin_renormalised_over_the_range():
-    import math
-
-    tokenizer = ActionTokenizer(8, 100)
-    values, std = torch.tensor([[-1.0, -0.3], [0.6, 2.0]]), 0.4
-    targets = tokenizer.soft_targets(values, std)
-    assert targets.shape == (2, 2, 8)
-
-    def cdf(x, mean):
-        return 0.5 * (1 + math.erf((x - mean) / (std * math.sqrt(2))))
-
-    for index in ((0, 0), (0, 1), (1, 0), (1, 1)):
-        mean = max(-1.0, min(1.0, float(values[index])))  # a value outside the range is clipped first
-        inside = cdf(1.0, mean) - cdf(-1.0, mean)
-        expected = [(cdf(-1 + (k + 1) * 0.25, mean) - cdf(-1 + k * 0.25, mean)) / inside for k in range(8)]
-        assert torch.allclose(targets[index], torch.tensor(expected), atol=1e-6)
-    assert torch.allclose(targets.sum(-1), torch.ones(2, 2), atol=1e-6)
-
-
-def test_soft_targets_of_a_narrow_gaussian_are_the_one_hot_bin_and_neighbours_share_a_wide_one():
-    tokenizer = ActionTokenizer(16, 100)
-    values = torch.linspace(-0.9, 0.9, 7) + 0.01
-    narrow = tokenizer.soft_targets(values, 1e-4)
-    assert torch.equal(narrow.argmax(-1), tokenizer.bins(values)) and (narrow.max(-1).values > 0.999).all()
-    wide = tokenizer.soft_targets(torch.tensor([0.0]), 0.3)[0]
-    assert torch.allclose(wide, wide.flip(0), atol=1e-6)  # symmetric about the centre of the range
-    assert (wide[8:].diff() < 0).all()  # falling away from the value
-
-
-def test_soft_targets_need_a_positive_std():
-    with pytest.raises(ValueError, match="std > 0"):
-        ActionTokenizer(8, 100).soft_targets(torch.zeros(3), 0.0)

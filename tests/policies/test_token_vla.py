@@ -110,23 +110,6 @@ def test_sft_is_cross_entropy_on_the_action_slots_only(tiny_vlms):
     assert torch.allclose(policy.bc_loss(batch), manual, atol=1e-6)
 
 
-def test_sft_with_label_std_is_the_cross_entropy_against_the_gaussian_soft_targets(tiny_vlms):
-    policy = build(tiny_vlms["idefics3"], chunk_size=2, label_std=0.2)
-    obs = synthetic_observation(synthetic_io_spec(), 2, seed=4)
-    actions, _ = policy.act(obs, generator=torch.Generator().manual_seed(0))
-    actions = actions + 0.01 * torch.randn(actions.shape, generator=torch.Generator().manual_seed(1))
-    mask = torch.tensor([[True, False], [True, True]])
-    batch = {**obs, "action": actions.numpy(), "action_mask": mask.numpy()}
-    normalized = policy.normalizer.normalize("action", actions).reshape(2, -1)  # (B, N), step-major as the slots
-    logits, _ = policy.teacher_forced(obs, None)
-    targets = policy.tokenizer.soft_targets(normalized, 0.2)
-    valid = torch.tensor([[True] * 3 + [False] * 3, [True] * 6])
-    manual = -(targets * torch.log_softmax(logits, -1)).sum(-1)[valid].mean()
-    assert torch.allclose(policy.bc_loss(batch), manual, atol=1e-6)
-    one_hot = build(tiny_vlms["idefics3"], chunk_size=2)  # the same weights (seed 0), label_std 0
-    assert not torch.allclose(one_hot.bc_loss(batch), manual, atol=1e-3)
-
-
 def test_sft_learns_the_tokens_and_lora_moves_only_adapters(tiny_vlms):
     policy = build(tiny_vlms["paligemma"]).train()
     obs = synthetic_observation(synthetic_io_spec(), 4, seed=5)
@@ -182,8 +165,6 @@ def test_bad_family_configs_are_named_before_any_model_is_loaded():
         validate_token({"backbone": {"source": "x"}, "tokens": {"decoding": "beam"}})
     with pytest.raises(ValueError, match="tokens.deterministic_action"):
         validate_token({"backbone": {"source": "x"}, "tokens": {"deterministic_action": "median"}})
-    with pytest.raises(ValueError, match="tokens.label_std"):
-        validate_token({"backbone": {"source": "x"}, "tokens": {"label_std": -0.1}})
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['hidden_dim'\] in policy.flow"):
         validate_expert({"backbone": {"source": "x"}, "flow": {"hidden_dim": 8}})
     with pytest.raises(ValueError, match="width_fraction"):
