@@ -25,8 +25,9 @@ come back exactly) or at random ("added"), so that LoRA trains the adapters, the
 RL: rollouts sample each token from ``softmax(logits / temperature)``; ``log_prob`` ``(B, H, A)`` is the tempered
 log-probability of each sampled token (one per action dimension: the ``dimension`` / ``action`` / ``chunk``
 granularities of ``policies.heads.base.reduce_log_prob`` sum them), the entropy is the categorical one. Evaluation
-(``deterministic=True``) takes the most likely bin. SFT is the cross-entropy on the action slots only (labels -100
-elsewhere), masked by ``action_mask``. The critic reads the hidden state of slot 0 (the whole prefix, no action).
+(``deterministic=True``) takes the most likely bin, or (``tokens.deterministic_action="mean"``) the expected bin
+centre. SFT is the cross-entropy on the action slots only (labels -100 elsewhere), masked by ``action_mask``. The
+critic reads the hidden state of slot 0 (the whole prefix, no action).
 
 Factory: ``policies.backbones.token_vla:build_policy`` (``policy=token_vla``).
 """
@@ -48,6 +49,7 @@ from policies.tokens import ID_PLACEMENTS, ActionTokenizer
 from policies.value import ValueHead
 
 DECODINGS = ("parallel", "autoregressive")
+DETERMINISTIC_ACTIONS = ("argmax", "mean")
 #: Action normalisations that map the data into the tokenizer's [-1, 1].
 BOUNDED_MODES = ("min_max", "quantile")
 IGNORE_INDEX = -100
@@ -62,16 +64,24 @@ class ActionTokensConfig:
         id_placement: "last" (the vocabulary's last ids) or "added" (new ids after the vocabulary).
         decoding: "parallel" (one forward per chunk) or "autoregressive" (one token after another).
         temperature: rollout sampling temperature; RL's log-probs are those of the tempered distribution.
+        deterministic_action: the action ``act(deterministic=True)`` (evaluation) returns: "argmax", the most
+            likely bin's centre (OpenVLA), or "mean", the expectation of the bin centres under the untempered
+            softmax of each slot (a continuous value; with autoregressive decoding each slot reads the argmax
+            tokens before it). Rollouts sample tokens either way.
     """
 
     num_bins: int = 256
     id_placement: str = "added"
     decoding: str = "parallel"
     temperature: float = 1.0
+    deterministic_action: str = "argmax"
 
     def __post_init__(self) -> None:
         if self.id_placement not in ID_PLACEMENTS:
             raise ValueError(f"tokens.id_placement={self.id_placement!r}; allowed: {', '.join(ID_PLACEMENTS)}")
+        if self.deterministic_action not in DETERMINISTIC_ACTIONS:
+            raise ValueError(f"tokens.deterministic_action={self.deterministic_action!r}; allowed: "
+                             f"{', '.join(DETERMINISTIC_ACTIONS)}")  # fmt: skip
         if self.decoding not in DECODINGS:
             raise ValueError(f"tokens.decoding={self.decoding!r}; allowed: {', '.join(DECODINGS)}")
         if not isinstance(self.num_bins, int) or self.num_bins < 2:
@@ -204,11 +214,17 @@ class TokenVLAPolicy(PrefixedVLAPolicy):
     def act(
         self, obs: Mapping[str, Any], deterministic: bool = False, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Decode a chunk; ``actions`` ``(B, H, A)`` in env units (bin centres, clipped), extras: ``log_prob``
-        ``(B, H, A)``, ``value`` ``(B,)``, ``action_bins`` ``(B, H, A)``, ``action_normalized`` ``(B, H, A)``."""
+        """Decode a chunk; ``actions`` ``(B, H, A)`` in env units (bin centres, clipped; deterministic with
+        ``tokens.deterministic_action="mean"``: the expected centres), extras: ``log_prob`` ``(B, H, A)``, ``value``
+        ``(B,)``, ``action_bins`` ``(B, H, A)`` (the chosen tokens), ``action_normalized`` ``(B, H, A)``."""
         bins, logits, hidden = self.decode(obs, deterministic, generator)
         log_prob = torch.log_softmax(logits.float(), -1).gather(-1, bins.unsqueeze(-1)).squeeze(-1)
-        normalized = self.per_dimension(self.tokenizer.centers(bins))
+        if deterministic and self.config.tokens.deterministic_action == "mean":
+            probabilities = torch.softmax(logits.float() * self.config.tokens.temperature, -1)  # untempered
+            centres = self.tokenizer.centers(torch.arange(self.tokenizer.num_bins, device=bins.device))
+            normalized = self.per_dimension(probabilities @ centres)
+        else:
+            normalized = self.per_dimension(self.tokenizer.centers(bins))
         extras = {
             "log_prob": self.per_dimension(log_prob),
             "value": self.value_head(hidden[:, 0]),

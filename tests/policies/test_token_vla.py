@@ -68,6 +68,21 @@ def test_log_probs_are_the_tempered_softmax_and_greedy_evaluation_takes_the_argm
     assert torch.allclose(first[1]["action_normalized"].reshape(3, -1), centres)
 
 
+def test_the_mean_deterministic_action_is_the_expected_bin_centre_of_the_untempered_softmax(tiny_vlms):
+    policy = build(tiny_vlms["idefics3"], temperature=2.0, deterministic_action="mean")
+    obs = synthetic_observation(synthetic_io_spec(), 3, seed=1)
+    with torch.no_grad():
+        logits, _ = policy.teacher_forced(obs, None)  # (B, N, 32), temperature 1
+    centres = -1 + (torch.arange(32).float() + 0.5) * (2 / 32)
+    expected = (torch.softmax(logits, -1) * centres).sum(-1).reshape(3, 4, 3)
+    actions, extras = policy.act(obs, deterministic=True)
+    assert torch.allclose(extras["action_normalized"], expected, atol=1e-5)
+    assert torch.allclose(actions, policy.to_env_units(expected), atol=1e-5)
+    assert torch.equal(extras["action_bins"].reshape(3, -1), logits.argmax(-1))  # the tokens stay the argmax
+    sampled = policy.act(obs, generator=torch.Generator().manual_seed(0))[1]  # rollouts still sample tokens
+    assert torch.allclose(sampled["action_normalized"], -1 + (sampled["action_bins"].float() + 0.5) * (2 / 32))
+
+
 def test_temperature_spreads_the_samples(tiny_vlms):
     obs = synthetic_observation(synthetic_io_spec(), 3, seed=1)
     spread = {}
@@ -148,6 +163,8 @@ def test_bad_family_configs_are_named_before_any_model_is_loaded():
         validate_token({"backbone": {"source": "x"}, "normalization": {"action": "mean_std"}})
     with pytest.raises(ValueError, match="tokens.decoding"):
         validate_token({"backbone": {"source": "x"}, "tokens": {"decoding": "beam"}})
+    with pytest.raises(ValueError, match="tokens.deterministic_action"):
+        validate_token({"backbone": {"source": "x"}, "tokens": {"deterministic_action": "median"}})
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['hidden_dim'\] in policy.flow"):
         validate_expert({"backbone": {"source": "x"}, "flow": {"hidden_dim": 8}})
     with pytest.raises(ValueError, match="width_fraction"):
