@@ -41,6 +41,8 @@ class GaussianHeadConfig:
     log_std_min, log_std_max: bounds of the log-std (clamp for "parameter", tanh scaling for "state").
     squash: apply tanh to the sample (actions in (-1, 1)); entropy has no closed form then.
     bc_objective: "nll" (negative log-likelihood, trains the std too) or "mse" (on the mean action).
+    detach_embedding: the log-prob reads the embedding without moving the encoders (the policy then stores
+        the embedding at act time and the update does not re-encode the images).
     """
 
     hidden_dim: int = 256
@@ -51,6 +53,7 @@ class GaussianHeadConfig:
     log_std_max: float = 1.0
     squash: bool = False
     bc_objective: Literal["nll", "mse"] = "nll"
+    detach_embedding: bool = False
 
     def __post_init__(self) -> None:
         if self.std_mode not in ("parameter", "state"):
@@ -81,14 +84,23 @@ def mlp(input_dim: int, hidden_dim: int, num_layers: int, output_dim: int) -> nn
 
 
 class GaussianHead(ActionHead):
-    """Diagonal Gaussian over action chunks ``(B, H, A)``; see the module docstring for the formulas."""
+    """Diagonal Gaussian over action chunks ``(B, H, A)``; see the module docstring for the formulas.
+
+    With ``rl_feature_dim`` F > 0 the mean MLP's first layer also reads RL-only features ``(B, F)``
+    (``policy.rl_vision``) through a linear map ``P``: ``h1 = W1 e + b1 + P f``. ``P`` starts at zero, so the
+    head is at first the one without features, and behaviour cloning (which has no features) reads ``e`` alone.
+    """
 
     config_class = GaussianHeadConfig
+    reads_rl_features = True
 
     def __init__(
-        self, embedding_dim: int, chunk_size: int, action_dim: int, config: GaussianHeadConfig | None = None
-    ) -> None:
+        self, embedding_dim: int, chunk_size: int, action_dim: int, config: GaussianHeadConfig | None = None,
+        rl_feature_dim: int = 0,
+    ) -> None:  # fmt: skip
         super().__init__()
+        if rl_feature_dim < 0:
+            raise ValueError(f"GaussianHead: rl_feature_dim={rl_feature_dim} must be >= 0")
         self.config = config or GaussianHeadConfig()
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         flat = chunk_size * action_dim
@@ -106,13 +118,32 @@ class GaussianHead(ActionHead):
             with torch.no_grad():
                 final.weight[flat:].mul_(0.01)
                 final.bias[flat:].fill_(math.atanh(centre))
+        # Built last and without drawing random numbers: the other weights are those of the head without features.
+        self.rl_feature_dim = rl_feature_dim
+        self.feature_projection: nn.Linear | None = None
+        if rl_feature_dim:
+            first = self.network[0]
+            assert isinstance(first, nn.Linear)
+            self.feature_projection = nn.utils.skip_init(nn.Linear, rl_feature_dim, first.out_features, bias=False)
+            nn.init.zeros_(self.feature_projection.weight)
 
-    def distribution_parameters(self, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and std of the (pre-tanh) Gaussian, both ``(B, H, A)``."""
+    @property
+    def log_prob_reaches_embedding(self) -> bool:
+        return not self.config.detach_embedding
+
+    def distribution_parameters(
+        self, embedding: torch.Tensor, rl_features: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and std of the (pre-tanh) Gaussian, both ``(B, H, A)``, from the embedding ``(B, D)`` and, where
+        the head reads them, the RL-only features ``(B, F)``."""
         check_embedding(embedding, self.embedding_dim)
         batch = embedding.shape[0]
         shape = (batch, self.chunk_size, self.action_dim)
-        output = self.network(embedding)
+        source = embedding.detach() if self.config.detach_embedding else embedding
+        if self.feature_projection is None or rl_features is None:
+            output = self.network(source)
+        else:
+            output = self.network[1:](self.network[0](source) + self.feature_projection(rl_features))
         low, high = self.config.log_std_min, self.config.log_std_max
         if self.config.std_mode == "parameter":
             mean = output.view(shape)
@@ -139,7 +170,7 @@ class GaussianHead(ActionHead):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Draw chunks ``(B, H, A)``; replay holds ``log_prob`` ``(B, H, A)`` (and ``pre_tanh_actions`` when squashed)."""
         self.check_rl_features(embedding, rl_features)
-        mean, std = self.distribution_parameters(embedding)
+        mean, std = self.distribution_parameters(embedding, rl_features)
         if deterministic:
             pre_tanh = mean
         else:
@@ -159,7 +190,7 @@ class GaussianHead(ActionHead):
     ) -> torch.Tensor:
         """The mean chunk ``(B, H, A)`` (squashed where the head squashes), with gradients."""
         self.check_rl_features(embedding, rl_features)
-        mean, _ = self.distribution_parameters(embedding)
+        mean, _ = self.distribution_parameters(embedding, rl_features)
         return torch.tanh(mean) if self.config.squash else mean
 
     def _pre_tanh(self, actions: torch.Tensor, replay: dict[str, torch.Tensor] | None) -> torch.Tensor:
@@ -185,7 +216,7 @@ class GaussianHead(ActionHead):
         """
         check_chunks(actions, embedding.shape[0], self.chunk_size, self.action_dim)
         self.check_rl_features(embedding, rl_features)
-        mean, std = self.distribution_parameters(embedding)
+        mean, std = self.distribution_parameters(embedding, rl_features)
         log_prob = self._log_prob_of_pre_tanh(self._pre_tanh(actions, replay), mean, std)
         entropy = None if self.config.squash else gaussian_entropy(std)
         return log_prob, entropy
