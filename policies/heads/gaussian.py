@@ -124,7 +124,9 @@ class GaussianHead(ActionHead):
         if rl_feature_dim:
             first = self.network[0]
             assert isinstance(first, nn.Linear)
-            self.feature_projection = nn.utils.skip_init(nn.Linear, rl_feature_dim, first.out_features, bias=False)
+            self.feature_projection = nn.utils.skip_init(
+                nn.Linear, rl_feature_dim, first.out_features, bias=False
+            )
             nn.init.zeros_(self.feature_projection.weight)
 
     @property

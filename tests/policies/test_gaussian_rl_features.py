@@ -31,7 +31,9 @@ EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, FEATURE_DIM = 8, 3, 2, 5
 def heads(**options):
     """The head reading features and the plain head, each built from seed 0."""
     torch.manual_seed(0)
-    with_features = build_head("gaussian", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, FEATURE_DIM, hidden_dim=16, **options)
+    with_features = build_head(
+        "gaussian", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, FEATURE_DIM, hidden_dim=16, **options
+    )
     torch.manual_seed(0)
     plain = build_head("gaussian", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, hidden_dim=16, **options)
     return with_features, plain
@@ -58,7 +60,9 @@ def test_the_mean_reads_the_features_through_the_first_layer():
     expected = rest(hidden).view(4, CHUNK_SIZE, ACTION_DIM)
     mean = head.deterministic_action(embedding, rl_features=features)
     assert torch.allclose(mean, expected, atol=1e-6)
-    assert not torch.allclose(mean, head.deterministic_action(embedding, rl_features=torch.zeros_like(features)))
+    assert not torch.allclose(
+        mean, head.deterministic_action(embedding, rl_features=torch.zeros_like(features))
+    )
 
 
 def test_detached_embedding_gets_no_gradient_and_the_projection_does():
