@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies.heads import build_head
+from policies.heads import HEADS, build_head
+from policies.heads.gaussian import GaussianHead
 from policies.heads.residual import ResidualHead
 from policies.heads.steered import SteeredHead
 
@@ -153,7 +154,7 @@ def test_bad_options_and_replays_raise_naming_the_option() -> None:
 
 
 @pytest.mark.parametrize(("kind", "small"), [("steered", "latent"), ("residual", "residual")])
-def test_refiner_with_rl_features_keeps_its_base_and_moves_by_them(kind, small) -> None:
+def test_refiner_with_rl_features_keeps_its_base_and_moves_by_them(kind, small, monkeypatch) -> None:
     feature_dim = 4
     head = make_head(kind, "diffusion", rl_feature_dim=feature_dim)
     with torch.no_grad():
@@ -178,5 +179,7 @@ def test_refiner_with_rl_features_keeps_its_base_and_moves_by_them(kind, small) 
         head.sample(embedding)
     with pytest.raises(ValueError, match="rl_feature_dim=0"):
         make_head(kind).sample(embedding, rl_features=other)
-    with pytest.raises(ValueError, match="'gaussian' does not read RL-only features.*residual"):
-        build_head("gaussian", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, rl_feature_dim=feature_dim)
+    with monkeypatch.context() as patch:  # a plug-in head that reads none
+        patch.setitem(HEADS, "no_features", type("NoFeatures", (GaussianHead,), {"reads_rl_features": False}))
+        with pytest.raises(ValueError, match="'no_features' does not read RL-only features.*residual"):
+            build_head("no_features", EMBEDDING_DIM, CHUNK_SIZE, ACTION_DIM, rl_feature_dim=feature_dim)
