@@ -14,7 +14,9 @@ FORWARDED_VARIABLES = (*DEFAULTS, "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHO
 
 # Ray's GCS keeps the events of the last 100k tasks for its dashboard by default: ~115 MiB/h of growth in a
 # one-hour run (docs/results.md). A run submits a few tasks per iteration and never reads them back.
-LOCAL_SYSTEM_CONFIG = {"task_events_max_num_task_in_gcs": 2000}
+# Ray starts its workers at nice 15 by default; here they do the run's work (simulation, inference, the
+# update), so at that priority any other process of the machine, the driver included, starves them.
+LOCAL_SYSTEM_CONFIG = {"task_events_max_num_task_in_gcs": 2000, "worker_niceness": 0}
 
 
 def init_ray(num_cpus: float | None = None, address: str | None = None, temp_dir: str | None = None) -> None:
