@@ -45,8 +45,11 @@ $(LIBERO_STAMP): $(STAMP)
 train: $(STAMP)
 	$(BIN)/vla-rl train $(ARGS)
 
+# Two test processes (pytest-xdist) by default, a test module per process at a time: TEST_WORKERS=0 runs one.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check vla_rl envs policies tests
