@@ -17,6 +17,8 @@ from policies.config import (
     ValueConfig,
     VisionConfig,
 )
+from policies.heads import HEADS
+from policies.heads.gaussian import GaussianHead
 from policies.normalization import MissingStatisticsError, compute_stats
 from policies.vla import REPLAY_PREFIX, VLAPolicy
 
@@ -366,10 +368,13 @@ def test_keypoints_are_image_coordinates_of_their_own_camera() -> None:
     assert torch.equal(before[:, :6], after[:, :6]) and not torch.equal(before[:, 6:], after[:, 6:])
 
 
-def test_rl_vision_needs_a_head_that_reads_it() -> None:
+def test_rl_vision_needs_a_head_that_reads_it(monkeypatch) -> None:
+    # every built-in head reads them: a plug-in head that reads none
+    monkeypatch.setitem(HEADS, "no_features", type("NoFeatures", (GaussianHead,), {"reads_rl_features": False}))
     config = tiny_config("gaussian")
+    config.head = HeadConfig(name="no_features", options=dict(HEAD_OPTIONS["gaussian"]))
     config.rl_vision = RLVisionConfig(enabled=True)
-    with pytest.raises(ValueError, match="'gaussian' does not read RL-only features"):
+    with pytest.raises(ValueError, match="'no_features' does not read RL-only features"):
         VLAPolicy(config, tiny_spec(), tiny_stats())
     with pytest.raises(ValueError, match="rl_vision.downsample"):
         PolicyConfig.from_dict({"rl_vision": {"downsample": 0}})
