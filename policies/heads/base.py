@@ -81,6 +81,17 @@ class ActionHead(nn.Module):
     ) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no differentiable deterministic_action")
 
+    def build_feature_projection(self, rl_feature_dim: int, width: int) -> None:
+        """Set ``rl_feature_dim`` and ``self.feature_projection``: a linear map ``(F -> width)`` without bias, zero
+        and built without drawing random numbers (a head with it starts as the head without); None for F = 0."""
+        if rl_feature_dim < 0:
+            raise ValueError(f"{type(self).__name__}: rl_feature_dim={rl_feature_dim} must be >= 0")
+        self.rl_feature_dim = rl_feature_dim
+        self.feature_projection: nn.Linear | None = None
+        if rl_feature_dim:
+            self.feature_projection = nn.utils.skip_init(nn.Linear, rl_feature_dim, width, bias=False)
+            nn.init.zeros_(self.feature_projection.weight)
+
     def check_rl_features(self, embedding: torch.Tensor, rl_features: torch.Tensor | None) -> None:
         """Raise a ValueError naming the shapes unless ``rl_features`` is ``(B, rl_feature_dim)`` (None when 0)."""
         if not self.rl_feature_dim:

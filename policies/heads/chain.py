@@ -98,22 +98,12 @@ class DenoisingChainHead(ActionHead):
         self, embedding_dim: int, chunk_size: int, action_dim: int, config: ChainConfig, num_steps: int
     ) -> None:
         """The sizes, ``config``, the chain's ``num_steps`` and its :class:`ChunkDenoiser` (built first); a subclass
-        then builds what its kernels need and ends with :meth:`build_feature_projection`."""
+        then builds what its kernels need and ends with :meth:`build_feature_projection` (width ``hidden_dim``)."""
         super().__init__()
         self.config = config
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         self.num_steps = num_steps
         self.denoiser = ChunkDenoiser(embedding_dim, chunk_size, action_dim, config)
-
-    def build_feature_projection(self, rl_feature_dim: int) -> None:
-        """``P`` ``(F -> hidden_dim)``, zero and built without random draws (module docstring); None for F = 0."""
-        if rl_feature_dim < 0:
-            raise ValueError(f"{type(self).__name__}: rl_feature_dim={rl_feature_dim} must be >= 0")
-        self.rl_feature_dim = rl_feature_dim
-        self.feature_projection = None
-        if rl_feature_dim:
-            self.feature_projection = nn.utils.skip_init(nn.Linear, rl_feature_dim, self.config.hidden_dim, bias=False)
-            nn.init.zeros_(self.feature_projection.weight)
 
     def condition_offset(self, rl_features: torch.Tensor | None) -> torch.Tensor | None:
         """``rl_feature_scale * P f`` ``(B, hidden_dim)``, added to the denoiser's conditioning; None without features."""

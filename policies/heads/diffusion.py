@@ -120,7 +120,7 @@ class DiffusionHead(DenoisingChainHead):
             raise RuntimeError("DDPM and DDIM schedulers disagree on the inference grid; check diffusers")
         # Non-persistent: derived from the config, so checkpoints hold only learned weights.
         self.register_buffer("alphas_cumprod", self.train_scheduler.alphas_cumprod.clone(), persistent=False)
-        self.build_feature_projection(rl_feature_dim)
+        self.build_feature_projection(rl_feature_dim, config.hidden_dim)
 
     def trained_steps(self) -> range:
         first = (

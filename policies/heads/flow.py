@@ -122,7 +122,7 @@ class FlowHead(DenoisingChainHead):
         end = config.noise_level if config.noise_level_end is None else config.noise_level_end
         self.noise_schedule = LinearSchedule(config.noise_level, end, config.noise_anneal_steps)
         self.noise_level = config.noise_level
-        self.build_feature_projection(rl_feature_dim)
+        self.build_feature_projection(rl_feature_dim, config.hidden_dim)
 
     def set_training_step(self, step: int) -> None:
         """Anneal the Flow-SDE noise level ``a`` to its value at RL training step ``step``."""

@@ -99,8 +99,6 @@ class GaussianHead(ActionHead):
         rl_feature_dim: int = 0,
     ) -> None:  # fmt: skip
         super().__init__()
-        if rl_feature_dim < 0:
-            raise ValueError(f"GaussianHead: rl_feature_dim={rl_feature_dim} must be >= 0")
         self.config = config or GaussianHeadConfig()
         self.embedding_dim, self.chunk_size, self.action_dim = embedding_dim, chunk_size, action_dim
         flat = chunk_size * action_dim
@@ -118,16 +116,9 @@ class GaussianHead(ActionHead):
             with torch.no_grad():
                 final.weight[flat:].mul_(0.01)
                 final.bias[flat:].fill_(math.atanh(centre))
-        # Built last and without drawing random numbers: the other weights are those of the head without features.
-        self.rl_feature_dim = rl_feature_dim
-        self.feature_projection: nn.Linear | None = None
-        if rl_feature_dim:
-            first = self.network[0]
-            assert isinstance(first, nn.Linear)
-            self.feature_projection = nn.utils.skip_init(
-                nn.Linear, rl_feature_dim, first.out_features, bias=False
-            )
-            nn.init.zeros_(self.feature_projection.weight)
+        first = self.network[0]
+        assert isinstance(first, nn.Linear)
+        self.build_feature_projection(rl_feature_dim, first.out_features)  # last: the other weights are unchanged
 
     @property
     def log_prob_reaches_embedding(self) -> bool:
