@@ -88,13 +88,24 @@ def path_name(env_id: str) -> str:
     return str(env_id).replace(":", ".")
 
 
+def product(*factors: int) -> int:
+    """The product of integer config values: ``${product:${trainer.iterations},${algo.update.epochs},...}`` (the
+    optimiser steps of a run, for a schedule's length that follows an overridden iteration count)."""
+    result = 1
+    for factor in factors:
+        result *= int(factor)
+    return result
+
+
 def register_defaults() -> None:
     """Store :func:`section_defaults` in Hydra's config store as :data:`DEFAULTS_NODE`, and the policy group's
-    :func:`policy_defaults` (before composing); register the ``${path_name:...}`` resolver (:func:`path_name`)."""
+    :func:`policy_defaults` (before composing); register the ``${path_name:...}`` and ``${product:...}``
+    resolvers (:func:`path_name`, :func:`product`)."""
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("path_name", path_name, replace=True)
+    OmegaConf.register_new_resolver("product", product, replace=True)
 
     store = ConfigStore.instance()
     store.store(name=DEFAULTS_NODE, node=section_defaults())
