@@ -34,6 +34,8 @@ BAD_VALUES = [
     ("+algo.update.clip_lo=0.1", "'algo.update.clip_lo'=0.1: unknown key; allowed: clip_low, clip_high"),
     ("sft.warmup_steps=-1", "'sft.warmup_steps'=-1: must be >= 0"),
     ("algo.optim.schedule=linear", "'algo.optim.schedule'='linear': allowed: constant, cosine"),
+    ("algo.optim.schedule=cosine", "'algo.optim.total_steps'=0: a cosine schedule needs more optimiser steps than "
+     "its warmup (0)"),
     ("algo.max_success_rate=1.5", "'algo.max_success_rate'=1.5: must be >= 0 and <= 1"),
     ("algo.advantage_estimator=magic", "'algo.advantage_estimator'='magic': allowed:"),
     ("algo.name=sac", "'algo.name'='sac': allowed: grpo, ppo"),

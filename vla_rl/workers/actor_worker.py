@@ -39,7 +39,8 @@ class OptimConfig:
     """AdamW with a warmup + constant/cosine schedule, per optimizer step.
 
     lr (1e-4 actor), critic_lr (1e-3), weight_decay (0.0), betas ((0.9, 0.999)),
-    warmup_steps (0), schedule ("constant" or "cosine"), total_steps (cosine length; 0 = constant),
+    warmup_steps (0), schedule ("constant" or "cosine"), total_steps (the cosine's length, warmup included;
+    unused by "constant"),
     min_lr_ratio (0.1: cosine floor as a fraction of the peak).
     """
 
@@ -64,11 +65,15 @@ class OptimConfig:
             require(self, name, low=0)
         require(self, "schedule", choices=("constant", "cosine"))
         require(self, "min_lr_ratio", low=0, high=1)
+        if self.schedule == "cosine" and self.total_steps <= self.warmup_steps:
+            raise FieldError("total_steps", self.total_steps,
+                             f"a cosine schedule needs more optimiser steps than its warmup ({self.warmup_steps}); "
+                             "e.g. ${product:${trainer.iterations},${algo.update.epochs},${algo.update.num_minibatches}}")  # fmt: skip
 
     def lr_factor(self, step: int) -> float:
         if self.warmup_steps and step < self.warmup_steps:
             return (step + 1) / self.warmup_steps
-        if self.schedule == "constant" or self.total_steps <= self.warmup_steps:
+        if self.schedule == "constant":
             return 1.0
         if self.schedule != "cosine":
             raise ValueError(f"optim.schedule={self.schedule!r}; allowed: constant, cosine")
