@@ -12,6 +12,7 @@ and the experiments then only override, and every key exists for a command-line 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 #: The config node ``configs/config.yaml`` lists first in its defaults.
@@ -91,10 +92,7 @@ def path_name(env_id: str) -> str:
 def product(*factors: int) -> int:
     """The product of integer config values: ``${product:${trainer.iterations},${algo.update.epochs},...}`` (the
     optimiser steps of a run, for a schedule's length that follows an overridden iteration count)."""
-    result = 1
-    for factor in factors:
-        result *= int(factor)
-    return result
+    return math.prod(int(factor) for factor in factors)
 
 
 def register_defaults() -> None:
