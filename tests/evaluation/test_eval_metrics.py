@@ -9,6 +9,7 @@ import pytest
 from vla_rl.stages.evaluation.metrics import (
     evaluation_seed,
     fisher_exact_p,
+    newcombe_difference_interval,
     summarize_episodes,
     wilson_interval,
 )
@@ -94,3 +95,28 @@ def test_fisher_exact_p_matches_the_hypergeometric_sums_and_scipy():
         assert fisher_exact_p(a, n, b, m) == pytest.approx(expected, rel=1e-6)
     with pytest.raises(ValueError, match="successes"):
         fisher_exact_p(5, 4, 1, 4)
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # Newcombe (1998), Table II, method 10 (score interval without continuity correction), examples (a)-(f).
+        ((56, 70, 48, 80), (0.0524, 0.3339)),
+        ((9, 10, 3, 10), (0.1705, 0.8090)),
+        ((6, 7, 2, 7), (0.0582, 0.8062)),
+        ((5, 56, 0, 29), (-0.0381, 0.1926)),
+        ((0, 10, 0, 20), (-0.1611, 0.2775)),
+        ((10, 10, 0, 20), (0.6791, 1.0)),
+    ],
+)
+def test_newcombe_difference_interval_matches_published_values(counts, expected):
+    low, high = newcombe_difference_interval(*counts)
+    assert low == pytest.approx(expected[0], abs=1e-4)
+    assert high == pytest.approx(expected[1], abs=1e-4)
+
+
+def test_newcombe_difference_interval_is_antisymmetric_and_contains_the_difference():
+    low, high = newcombe_difference_interval(30, 100, 45, 90)
+    swapped_low, swapped_high = newcombe_difference_interval(45, 90, 30, 100)
+    assert (swapped_low, swapped_high) == pytest.approx((-high, -low), abs=1e-12)
+    assert low < 30 / 100 - 45 / 90 < high

@@ -72,6 +72,25 @@ def fisher_exact_p_greater(successes_a: int, trials_a: int, successes_b: int, tr
     return min(1.0, tail / denominator)
 
 
+def newcombe_difference_interval(
+    successes_a: int, trials_a: int, successes_b: int, trials_b: int, z: float = Z_95
+) -> tuple[float, float]:
+    """95% interval of the difference of two independent success rates ``p_a - p_b`` (Newcombe 1998, method 10).
+
+    From the Wilson intervals ``[l_a, u_a]`` and ``[l_b, u_b]`` of the two rates::
+
+        low  = (p_a - p_b) - sqrt((p_a - l_a)^2 + (u_b - p_b)^2)
+        high = (p_a - p_b) + sqrt((u_a - p_a)^2 + (p_b - l_b)^2)
+
+    It stays inside [-1, 1] and is not degenerate when a rate is 0 or 1, where the Wald interval is.
+    """
+    low_a, high_a = wilson_interval(successes_a, trials_a, z)
+    low_b, high_b = wilson_interval(successes_b, trials_b, z)
+    p_a, p_b = successes_a / trials_a, successes_b / trials_b
+    difference = p_a - p_b
+    return (difference - math.hypot(p_a - low_a, high_b - p_b), difference + math.hypot(high_a - p_a, p_b - low_b))
+
+
 def summarize_episodes(episodes: Sequence[dict[str, Any]], wall_time_s: float) -> dict[str, Any]:
     """Success rate with its 95% Wilson interval, mean return and length of ``episodes``.
 
