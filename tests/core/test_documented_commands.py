@@ -48,7 +48,8 @@ TINY_EVAL = ["eval.episodes_per_task=1", "eval.num_envs=1", "eval.video.episodes
              "eval.trackers=[]", "eval.video.size=[32,32]"]  # fmt: skip
 TINY_COLLECT = ["collect.episodes_per_task=1"]
 TINY_BENCH = {"env": ["--steps", "20", "--repeats", "1"], "policy": ["--batch-size", "2", "--repeats", "1"],
-              "policy --vlm": ["--batch-size", "2", "--repeats", "1", "--vlm-hidden-size", "32"]}  # fmt: skip
+              # one family: tests/policies/test_vlm_policy.py benches every family at this size and checks the figures
+              "policy --vlm": ["--batch-size", "2", "--repeats", "1", "--vlm-hidden-size", "32", "--families", "expert"]}  # fmt: skip
 
 
 def _lines(block: str) -> list[str]:
