@@ -38,5 +38,5 @@ def test_a_missing_target_or_one_outside_the_repository_is_reported(tmp_path):
     (tmp_path / "docs" / "plan.md").write_text("plan")
     page = tmp_path / "README.md"
     page.write_text("[plan](docs/plan.md#test) [gone](docs/record/run.json) [web](https://example.org) "
-                    "[here](#results) [outside](../shared/DESIGN.md)")  # fmt: skip
-    assert broken_links([page], tmp_path) == ["README.md: docs/record/run.json", "README.md: ../shared/DESIGN.md"]
+                    "[here](#results) [outside](../elsewhere/notes.md)")  # fmt: skip
+    assert broken_links([page], tmp_path) == ["README.md: docs/record/run.json", "README.md: ../elsewhere/notes.md"]
