@@ -24,13 +24,12 @@ from vla_rl.stages.evaluation.metrics import (
 )
 
 
-def task_counts(run_dir: Path, policy: str) -> dict[str, tuple[int, int]]:
-    """``{task: (successes, episodes)}`` of ``policy`` ("sft" or "final") in one run's ``summary.json``.
+def task_counts(run_dir: Path, summary: dict, policy: str) -> dict[str, tuple[int, int]]:
+    """``{task: (successes, episodes)}`` of ``policy`` ("sft" or "final") in ``summary`` (``run_dir``'s).
 
     Raises:
         ValueError: the run has no evaluation of ``policy``.
     """
-    summary = json.loads((run_dir / "summary.json").read_text())
     evaluation = summary["policies"].get(policy)
     if not evaluation:
         raise ValueError(f"{run_dir / 'summary.json'} has no evaluation of the {policy!r} policy")
@@ -40,20 +39,30 @@ def task_counts(run_dir: Path, policy: str) -> dict[str, tuple[int, int]]:
     }
 
 
-def pooled_counts(run_dirs: list[Path], policy: str) -> dict[str, tuple[int, int]]:
-    """Per task, ``(successes, episodes)`` summed over ``run_dirs``.
+def evaluation_split(run_dirs: list[Path]) -> str:
+    """The evaluation split of every run in ``run_dirs`` (runs before splits existed: ``dev``).
 
     Raises:
-        ValueError: the runs were evaluated on different splits or on different tasks.
+        ValueError: the runs were evaluated on different splits.
     """
     splits = {json.loads((run / "summary.json").read_text()).get("eval_split") or "dev" for run in run_dirs}
     if len(splits) != 1:
         raise ValueError(
             f"the runs were evaluated on different splits ({', '.join(sorted(splits))}); pool one split"
         )
+    return splits.pop()
+
+
+def pooled_counts(run_dirs: list[Path], policy: str) -> dict[str, tuple[int, int]]:
+    """Per task, ``(successes, episodes)`` summed over ``run_dirs`` (their split is checked by the callers).
+
+    Raises:
+        ValueError: the runs were evaluated on different tasks.
+    """
+    summaries = [json.loads((run / "summary.json").read_text()) for run in run_dirs]
     total: dict[str, tuple[int, int]] = {}
-    for run in run_dirs:
-        counts = task_counts(run, policy)
+    for run, summary in zip(run_dirs, summaries, strict=True):
+        counts = task_counts(run, summary, policy)
         if total and set(counts) != set(total):
             raise ValueError(f"{run} was evaluated on other tasks than the runs before it: {sorted(counts)}")
         for task, (successes, episodes) in counts.items():
@@ -75,11 +84,12 @@ def comparison(runs_a: list[Path], runs_b: list[Path], policy: str = "final", ta
                names: tuple[str, str] = ("A", "B")) -> str:  # fmt: skip
     """The statistics of arm B against arm A on the pooled evaluations of ``policy`` (see the module's text)."""
     name_a, name_b = names
+    split = evaluation_split([*runs_a, *runs_b])
     (a, n), (b, m) = select(pooled_counts(runs_a, policy), task), select(pooled_counts(runs_b, policy), task)
     (low_a, high_a), (low_b, high_b) = wilson_interval(a, n), wilson_interval(b, m)
     low, high = newcombe_difference_interval(b, m, a, n)
     scope = task or "all tasks"
-    return (f"{policy} policy, {scope}: {name_a} {a}/{n} = {a / n:.3f} (95% {low_a:.3f}-{high_a:.3f}), "
+    return (f"{policy} policy, {scope}, {split} split: {name_a} {a}/{n} = {a / n:.3f} (95% {low_a:.3f}-{high_a:.3f}), "
             f"{name_b} {b}/{m} = {b / m:.3f} (95% {low_b:.3f}-{high_b:.3f}); {name_b} - {name_a} = {b / m - a / n:+.3f} "
             f"(Newcombe 95% {low:+.3f} to {high:+.3f}); Fisher's exact p: {name_b} more than {name_a} "
             f"{fisher_exact_p_greater(b, m, a, n):.2g}, {name_b} less than {name_a} {fisher_exact_p_greater(a, n, b, m):.2g}, "
@@ -90,6 +100,7 @@ def per_task_table(runs_a: list[Path], runs_b: list[Path], policy: str = "final"
                    names: tuple[str, str] = ("A", "B")) -> str:  # fmt: skip
     """Markdown: per task, the pooled successes/episodes of SFT and of ``policy`` in each arm."""
     name_a, name_b = names
+    evaluation_split([*runs_a, *runs_b])
     columns = {f"SFT ({name_a})": pooled_counts(runs_a, "sft"), f"{policy} ({name_a})": pooled_counts(runs_a, policy),
                f"SFT ({name_b})": pooled_counts(runs_b, "sft"), f"{policy} ({name_b})": pooled_counts(runs_b, policy)}  # fmt: skip
     lines = ["| task | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]

@@ -47,7 +47,7 @@ def test_one_task_pools_the_runs_and_tests_both_directions(arms, load_script):
     more = fisher_exact([[197, 3], [178, 22]], alternative="greater")[1]
     less = fisher_exact([[197, 3], [178, 22]], alternative="less")[1]
     low, high = newcombe_difference_interval(197, 200, 178, 200)
-    assert "final policy, drawer: off 178/200 = 0.890" in text and "on 197/200 = 0.985" in text
+    assert "final policy, drawer, test split: off 178/200 = 0.890" in text and "on 197/200 = 0.985" in text
     assert f"on - off = +0.095 (Newcombe 95% {low:+.3f} to {high:+.3f})" in text
     assert f"on more than off {more:.2g}, on less than off {less:.2g}" in text
 
@@ -56,7 +56,7 @@ def test_all_tasks_sums_every_task_and_the_table_lists_sft_and_final(arms, load_
     compare = load_script("compare_arms")
     off, on = arms
     text = compare.comparison(off, on, names=("off", "on"))
-    assert "all tasks: off 314/400" in text and "on 330/400" in text  # 88+70+90+66, 99+64+98+69
+    assert "all tasks, test split: off 314/400" in text and "on 330/400" in text  # 88+70+90+66, 99+64+98+69
     table = compare.per_task_table(off, on, names=("off", "on"))
     assert "| drawer | 197/200 | 178/200 | 197/200 | 197/200 |" in table
     assert "| **all** | **272/400** | **314/400** | **272/400** | **330/400** |" in table
@@ -68,5 +68,9 @@ def test_refuses_mixed_splits_and_unknown_tasks(tmp_path, arms, load_script):
     dev = _run(tmp_path, "dev", {"drawer": 1, "push": 1}, {"drawer": 1, "push": 1}, split="dev")
     with pytest.raises(ValueError, match="different splits"):
         compare.comparison([*off, dev], on)
+    with pytest.raises(ValueError, match="different splits"):  # each arm on one split, but not the same one
+        compare.comparison(off, [dev])
+    with pytest.raises(ValueError, match="different splits"):
+        compare.per_task_table(off, [dev])
     with pytest.raises(ValueError, match="--task 'reach' is not among the evaluated tasks: drawer, push"):
         compare.comparison(off, on, task="reach")
