@@ -74,3 +74,21 @@ def test_refuses_mixed_splits_and_unknown_tasks(tmp_path, arms, load_script):
         compare.per_task_table(off, [dev])
     with pytest.raises(ValueError, match="--task 'reach' is not among the evaluated tasks: drawer, push"):
         compare.comparison(off, on, task="reach")
+
+
+def test_the_same_runs_as_both_arms_compare_final_with_sft(arms, load_script):
+    compare = load_script("compare_arms")
+    off, _ = arms
+    text = compare.comparison(off, off, policy=("sft", "final"), task="drawer", names=("SFT", "final"))
+    # SFT 100 + 97 = 197/200, final 88 + 90 = 178/200: did the arm forget drawer?
+    less = fisher_exact([[178, 22], [197, 3]], alternative="less")[1]
+    assert (
+        "sft against final policy, drawer, test split: SFT 197/200 = 0.985" in text
+        and "final 178/200 = 0.890" in text
+    )
+    assert f"final less than SFT {less:.2g}" in text
+    table = compare.per_task_table(off, off, policy=("sft", "final"), names=("off", "off"))
+    assert table.splitlines()[0] == "| task | SFT (off) | final (off) |"
+    assert "| drawer | 197/200 | 178/200 |" in table
+    named = compare.per_task_table(off, off, policy=("sft", "final"), names=("SFT", "final"))
+    assert named.splitlines()[0] == "| task | SFT | final |"
