@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 
 from vla_rl.stages.evaluation.metrics import (
@@ -159,4 +160,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends it quietly, as it would a shell tool
     main()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 from pathlib import Path
 
 from vla_rl.logging.plotting import plot_run
@@ -106,4 +107,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends it quietly, as it would a shell tool
     main()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from scipy.stats import fisher_exact  # scipy comes with robosuite, a dependency
@@ -92,3 +97,17 @@ def test_the_same_runs_as_both_arms_compare_final_with_sft(arms, load_script):
     assert "| drawer | 197/200 | 178/200 |" in table
     named = compare.per_task_table(off, off, policy=("sft", "final"), names=("SFT", "final"))
     assert named.splitlines()[0] == "| task | SFT | final |"
+
+
+@pytest.mark.parametrize("script", ["compare_arms", "results_table"])
+def test_output_piped_into_head_ends_quietly(script):
+    """Read a line and close the pipe, as `| head -1` does: no BrokenPipeError on stderr."""
+    root = Path(__file__).resolve().parents[2]
+    runs = sorted(str(p) for p in (root / "docs" / "results" / "mt10_success_replay").glob("off_seed*"))
+    args = ["--a", *runs, "--b", *runs] if script == "compare_arms" else ["--pooled", *runs]
+    process = subprocess.Popen([sys.executable, str(root / "scripts" / f"{script}.py"), *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert process.stdout.readline().strip()
+    process.stdout.close()
+    assert process.wait(timeout=60) in (0, -signal.SIGPIPE)
+    assert b"BrokenPipeError" not in process.stderr.read()
