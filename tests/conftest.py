@@ -64,6 +64,16 @@ def load_script():
     return load
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each test process computes with its share of the cores (docs/platform.md: more torch
+    threads than cores spin in oneDNN's barriers while the other process works, many times slower)."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+
+
 def pytest_collection_finish(session):
     """Freeze what the imports and the collection left alive (torch, the policies, robosuite, every test module):
     a full garbage collection then skips those objects. robosuite runs one each time an env closes
