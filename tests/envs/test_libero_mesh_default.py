@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it")
+pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it", exc_type=ImportError)
 
 from envs.builtin.rendering import CameraRenderer
 from envs.libero.env import COLLISION_GROUP, DEFAULT_MESH_CELL, make_libero_env

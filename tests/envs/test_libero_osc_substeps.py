@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it")
+pytest.importorskip("envs.libero", reason="LIBERO is not installed; `make libero` installs it", exc_type=ImportError)
 
 from envs.experts.libero import LiberoPickPlaceExpert
 from envs.libero import osc_substeps
