@@ -40,6 +40,8 @@ from vla_rl.config.loading import load_config
 from vla_rl.stages.rl.trainer import Trainer
 
 TABLETOP_TASKS = ("reach", "lift", "open_drawer")
+#: Episode length of the drawn MetaWorld and robosuite runs: shorter than their rollout window (2 chunks of 4).
+SIMULATOR_EPISODE_STEPS = 6
 #: The experiments of the default test run: the built-in tabletop env starts in a second; MetaWorld's and
 #: robosuite's envs are drawn in the sweep.
 TABLETOP_EXPERIMENTS = [name for name, cfg in EXPERIMENT_CONFIGS.items() if cfg.env.id == "tabletop"]
@@ -97,6 +99,11 @@ def draw_case(seed: int, experiments: list[str]) -> ResumeCase:
         if len(tasks) > 1 and rng.random() < 0.6:
             overrides += ["trainer.task_sampling.mode=failure", "trainer.task_sampling.min_envs_per_task=0",
                           f"trainer.task_sampling.decay={rng.choice([0.0, 0.5, 0.8])}"]  # fmt: skip
+    else:
+        # the simulators' own episodes (hundreds of steps) and their 20 evaluation envs, each reset for every
+        # task, would make each in-training evaluation take minutes; shorter than the rollout window, the
+        # episodes also end and auto-reset within an iteration
+        overrides += [f"env.kwargs.max_episode_steps={SIMULATOR_EPISODE_STEPS}", "eval.num_envs=2"]
     if grpo and rng.random() < 0.5:
         # all-failed groups pass (an untrained policy rarely succeeds): dynamic sampling then never runs dry
         overrides += ["algo.dynamic_sampling=true", "algo.max_sampling_attempts=2", "algo.min_success_rate=0"]
