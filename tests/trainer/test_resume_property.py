@@ -100,9 +100,9 @@ def draw_case(seed: int, experiments: list[str]) -> ResumeCase:
             overrides += ["trainer.task_sampling.mode=failure", "trainer.task_sampling.min_envs_per_task=0",
                           f"trainer.task_sampling.decay={rng.choice([0.0, 0.5, 0.8])}"]  # fmt: skip
     else:
-        # the simulators' own episodes (hundreds of steps) and their 20 evaluation envs, each reset for every
-        # task, would make each in-training evaluation take minutes; shorter than the rollout window, the
-        # episodes also end and auto-reset within an iteration
+        # the simulators' own episodes (hundreds of steps) and their evaluation envs (20 for MT10), each reset
+        # for every task, would make each in-training evaluation take minutes; shorter than the rollout window,
+        # the episodes also end and auto-reset within an iteration
         overrides += [f"env.kwargs.max_episode_steps={SIMULATOR_EPISODE_STEPS}", "eval.num_envs=2"]
     if grpo and rng.random() < 0.5:
         # all-failed groups pass (an untrained policy rarely succeeds): dynamic sampling then never runs dry
