@@ -224,3 +224,12 @@ def test_a_resumed_run_reproduces_as_one_uninterrupted_run(tiny_train_run, tmp_p
     (resumed / RECORD_FILE).write_text(json.dumps(record))
     assert main(["reproduce", str(resumed), "--run-dir", str(tmp_path / "third")]) == 2
     assert "part 1 of this resumed run ran" in capsys.readouterr().err and not (tmp_path / "third").exists()
+
+
+def test_a_resumed_sft_reruns_as_one_uninterrupted_sft():
+    from vla_rl.commands.reproduce import rerun_argv
+
+    first = ["sft", "seed=2", "sft.output=a"]
+    record = {"argv": [*first, "sft.resume=true"], "folder_key": "sft.output", "git": {"commit": "c"},
+              "resumed_from": {"argv": first, "git": {"commit": "c"}}}  # fmt: skip
+    assert rerun_argv(record, Path("again")) == ["sft", "seed=2", "sft.output=again"]

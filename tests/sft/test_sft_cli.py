@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from vla_rl.cli import main
 
 TINY = ["policy=flow", "env.tasks=[reach,lift]", "env.kwargs.image_size=32", "policy.embedding_dim=64",
@@ -34,3 +36,47 @@ def test_sft_command_without_demos_says_to_collect(tmp_path, capsys):
     assert f"demonstration dataset {missing / 'demos.hdf5'} does not exist" in error
     assert "`vla-rl collect`" in error
     assert not (tmp_path / "out").exists()
+
+
+def _crash_at_step(monkeypatch, step: int) -> None:
+    from vla_rl.stages.sft import training
+
+    augment, calls = training.augment_batch, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            raise RuntimeError("the machine went away")
+        return augment(*args, **kwargs)
+
+    monkeypatch.setattr(training, "augment_batch", failing)
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_sft_and_train_resume_a_crashed_sft_from_its_checkpoint(tiny_dataset, tmp_path, monkeypatch, capsys):
+    settings = [*TINY, f"sft.dataset={tiny_dataset}", "seed=2", "sft.checkpoint_every=2"]
+    assert main(["sft", *settings, f"sft.output={tmp_path / 'whole'}"]) == 0
+    expected = _weights(tmp_path / "whole" / "last")
+    # `vla-rl sft sft.resume=true`
+    with monkeypatch.context() as patch, pytest.raises(RuntimeError, match="went away"):
+        _crash_at_step(patch, 5)
+        main(["sft", *settings, f"sft.output={tmp_path / 'sft'}"])
+    assert main(["sft", *settings, f"sft.output={tmp_path / 'sft'}", "sft.resume=true"]) == 0
+    assert "sft: resumed from step 4" in capsys.readouterr().out
+    assert all(_weights(tmp_path / "sft" / "last")[k].equal(v) for k, v in expected.items())
+    # `vla-rl train trainer.resume=true` of an experiment whose only stage is SFT: its checkpoint is what resumes
+    train = ["train", "experiment=flow_sde_ppo", *settings, "experiment.stages=[sft]", f"run_dir={tmp_path / 'run'}"]
+    with monkeypatch.context() as patch, pytest.raises(RuntimeError, match="went away"):
+        _crash_at_step(patch, 3)
+        main(train)
+    assert main([*train, "trainer.resume=true"]) == 0
+    printed = capsys.readouterr().out
+    assert "sft: resumed from step 2" in printed
+    assert all(_weights(tmp_path / "run" / "sft" / "last")[k].equal(v) for k, v in expected.items())
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["resumed_from"]["argv"] == train  # the crashed part's record is kept

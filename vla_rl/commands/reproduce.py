@@ -38,8 +38,8 @@ def _without(keys: set[str], argv: list[str]) -> list[str]:
 def uninterrupted_argv(record: dict[str, Any]) -> list[str]:
     """The command line that reruns a run, resumed or not, as one uninterrupted run.
 
-    A run continued with ``trainer.resume=true`` keeps the records of its earlier parts (``resumed_from``).
-    Resuming is exact, so when every part ran the same command (``trainer.resume`` aside) on the same code, the
+    A run continued with ``trainer.resume=true`` (``sft.resume=true`` for `vla-rl sft`) keeps the records of its
+    earlier parts (``resumed_from``). Resuming is exact, so when every part ran the same command (the resume aside) on the same code, the
     uninterrupted command reproduces the whole run. The parts' run folders may differ (a folder moved or copied
     between them); the rerun names its own.
 
@@ -49,8 +49,8 @@ def uninterrupted_argv(record: dict[str, Any]) -> list[str]:
     parts = [record]
     while isinstance(parts[-1].get("resumed_from"), dict):
         parts.append(parts[-1]["resumed_from"])
-    ignored = {"trainer.resume", record["folder_key"]}
-    argv = _without({"trainer.resume"}, record["argv"])
+    ignored = {"trainer.resume", "sft.resume", record["folder_key"]}
+    argv = _without({"trainer.resume", "sft.resume"}, record["argv"])
     for number, part in enumerate(reversed(parts[1:]), start=1):
         if _without(ignored, part.get("argv", [])) != _without(ignored, argv):
             raise ValueError(f"part {number} of this resumed run ran `{' '.join(part.get('argv', []))}`, the last "

@@ -20,7 +20,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     run = read_run_plan(cfg)
     plan = run.sft_plan()
     try:
-        with recording(args, cfg, run, "sft") as record:
+        with recording(args, cfg, run, "sft", resume=plan.sft.resume) as record:
             result = training.run(plan, Path(plan.output))
             record.add_output("policy", result.policy_dir)
             record.add_output("metrics", result.metrics_path)

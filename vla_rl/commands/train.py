@@ -16,14 +16,14 @@ def train_overrides(overrides: list[str]) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from vla_rl.config.loading import load_config
-    from vla_rl.stages.pipeline import check_resumable, check_train_plan, read_progress, run_experiment
+    from vla_rl.stages.pipeline import check_resumable, check_train_plan, run_experiment
     from vla_rl.stages.run_plan import read_run_plan
 
     cfg = load_config(train_overrides(list(args.overrides)))
     run = read_run_plan(cfg)
     check_train_plan(run)
     if run.trainer.resume:  # before the record: a refused resume leaves the folder as it was
-        check_resumable(run.run_dir, read_progress(run.run_dir))
+        check_resumable(run)
     with recording(args, cfg, run, "train", resume=run.trainer.resume) as record:
         run_experiment(run, record)
     return 0

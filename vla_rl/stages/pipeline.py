@@ -29,6 +29,7 @@ from vla_rl.runtime.files import write_json_atomic
 from vla_rl.runtime.process_env import numerics_report
 from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.run_plan import RunPlan
+from vla_rl.stages.sft.checkpoint import checkpoint_path as sft_checkpoint_path
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def stage_sft(run: RunPlan, run_dir: Path, state: dict[str, Any]) -> None:
     from vla_rl.stages.sft import training
 
     plan = run.sft_plan()
-    result = training.run(plan, Path(plan.output))
+    result = training.run(plan, Path(plan.output), resume=run.trainer.resume)
     state["policy"] = str(result.policy_dir)
     state["sft_policy"] = str(result.policy_dir)
     print(f"[sft] {result.num_steps} steps in {result.seconds:.0f} s; policy: {result.policy_dir}")
@@ -120,13 +121,18 @@ def read_progress(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def check_resumable(run_dir: Path, progress: dict[str, Any]) -> None:
-    """``trainer.resume=true`` needs a completed stage or an RL checkpoint in ``run_dir``."""
-    if progress["completed"] or (run_dir / "rl" / "checkpoints" / "latest").is_file():
+def check_resumable(run: RunPlan) -> None:
+    """``trainer.resume=true`` needs a completed stage, an SFT checkpoint or an RL checkpoint in ``run_dir``."""
+    run_dir = run.run_dir
+    stages = run.experiment.stages if run.experiment is not None else []
+    sft_output = Path(run.sft.output) if run.sft is not None and "sft" in stages else None
+    if (read_progress(run_dir)["completed"] or (run_dir / "rl" / "checkpoints" / "latest").is_file()
+            or (sft_output is not None and sft_checkpoint_path(sft_output).is_file())):  # fmt: skip
         return
     raise ConfigError(
         f"'trainer.resume'=true: {run_dir} holds nothing to resume (no completed stage in {PROGRESS_FILE}, no "
-        f"checkpoint in rl/checkpoints); set run_dir to an earlier run's folder, or drop trainer.resume=true"
+        f"checkpoint in {sft_output or 'sft'}/checkpoint or rl/checkpoints); set run_dir to an earlier run's folder, "
+        "or drop trainer.resume=true"
     )
 
 
@@ -146,7 +152,7 @@ def run_experiment(run: RunPlan, record: Any = None) -> dict[str, Any]:
     resume = run.trainer.resume
     progress = read_progress(run_dir) if resume else {"completed": [], "state": {}, "seconds": {}}
     if resume:
-        check_resumable(run_dir, progress)
+        check_resumable(run)
     else:
         (run_dir / PROGRESS_FILE).unlink(missing_ok=True)  # a new run in an old folder starts its own record
     run_dir.mkdir(parents=True, exist_ok=True)

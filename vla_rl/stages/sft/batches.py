@@ -8,7 +8,7 @@ A behaviour-cloning batch is what ``VLAPolicy.bc_loss`` takes::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,20 +101,71 @@ def collate_chunks(items: Sequence[dict[str, Any]], cameras: Sequence[str]) -> d
     }
 
 
+class ShuffledIndices:
+    """Endless batches of indices into ``range(count)``: each epoch a fresh permutation drawn from
+    ``generator``, cut into full batches of ``min(batch_size, count)`` (the remainder is left to later
+    permutations: one batch shape keeps CPU kernels from re-planning for odd sizes).
+
+    Resumable: :meth:`state_dict` holds the generator's state before the current epoch's permutation and
+    the position in it, so :meth:`load_state_dict` continues with the batch an uninterrupted iterator
+    would give next.
+    """
+
+    def __init__(self, count: int, batch_size: int, generator: torch.Generator):
+        self.count, self.size, self.generator = count, min(batch_size, count), generator
+        self._order: list[int] = []
+        self._position = 0
+        self._epoch_start = generator.get_state()
+
+    def __iter__(self) -> ShuffledIndices:
+        return self
+
+    def __next__(self) -> list[int]:
+        if self._position + self.size > len(self._order):
+            self._epoch_start = self.generator.get_state()
+            self._order = torch.randperm(self.count, generator=self.generator).tolist()
+            self._position = 0
+        batch = self._order[self._position : self._position + self.size]
+        self._position += self.size
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch_start": self._epoch_start.clone(), "position": self._position, "started": bool(self._order)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._epoch_start = state["epoch_start"].clone()
+        self.generator.set_state(self._epoch_start)
+        self._order = torch.randperm(self.count, generator=self.generator).tolist() if state["started"] else []
+        self._position = int(state["position"])
+
+
+class ShuffledBatches:
+    """:class:`ShuffledIndices` turned into batches by ``collate`` (a list of indices -> a batch); resumable
+    through the indices' state."""
+
+    def __init__(self, indices: ShuffledIndices, collate: Callable[[list[int]], dict[str, Any]]):
+        self.indices, self.collate = indices, collate
+
+    def __iter__(self) -> ShuffledBatches:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return self.collate(next(self.indices))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.indices.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.indices.load_state_dict(state)
+
+
 def shuffled_batches(
     dataset: ChunkDataset, batch_size: int, cameras: Sequence[str], generator: torch.Generator
-) -> Iterator[dict[str, Any]]:
-    """Endless mini-batches of one size: each epoch is a fresh permutation drawn from ``generator``.
-
-    An epoch yields ``len(dataset) // batch_size`` full batches (the remainder is left to later
-    permutations): one batch shape keeps CPU kernels from re-planning for odd sizes. A dataset
-    smaller than one batch gives one batch of all its samples per epoch.
-    """
-    size = min(batch_size, len(dataset))
-    while True:
-        order = torch.randperm(len(dataset), generator=generator).tolist()
-        for start in range(0, len(order) - size + 1, size):
-            yield collate_chunks([dataset[i] for i in order[start : start + size]], cameras)
+) -> ShuffledBatches:
+    """Endless behaviour-cloning mini-batches of one size (:class:`ShuffledIndices` over ``dataset``); a
+    dataset smaller than one batch gives one batch of all its samples per epoch."""
+    return ShuffledBatches(ShuffledIndices(len(dataset), batch_size, generator),
+                           lambda indices: collate_chunks([dataset[i] for i in indices], cameras))  # fmt: skip
 
 
 def ordered_batches(dataset: ChunkDataset, batch_size: int, cameras: Sequence[str]) -> Iterator[dict[str, Any]]:

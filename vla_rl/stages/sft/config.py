@@ -41,6 +41,10 @@ class SFTConfig:
         position from the observation embedding of ``batch_size`` target frames (``target_frames.hdf5`` beside
         the demos, ``collect.target_frames_per_task``; :mod:`vla_rl.stages.sft.target_frames`), so that the
         encoder learns to see the target from many resets, not only from the demonstrations' few.
+    checkpoint_every: steps between resumable checkpoints (``<output>/checkpoint/``,
+        :mod:`vla_rl.stages.sft.checkpoint`; 0: none).
+    resume: continue from the checkpoint in the output folder, as the uninterrupted run would (no checkpoint:
+        train from the start); `vla-rl train` resumes its SFT stage with ``trainer.resume=true``.
     """
 
     batch_size: int = 64
@@ -60,6 +64,8 @@ class SFTConfig:
     device: str = "auto"
     show_progress: bool = True
     target_loss_weight: float = 0.0
+    checkpoint_every: int = 500
+    resume: bool = False
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -68,7 +74,7 @@ class SFTConfig:
         for name in ("epochs", "learning_rate"):
             require(self, name, low=0, low_open=True)
         for name in ("weight_decay", "warmup_steps", "grad_clip_norm", "augment_shift_pixels", "num_threads",
-                     "target_loss_weight"):  # fmt: skip
+                     "target_loss_weight", "checkpoint_every"):  # fmt: skip
             require(self, name, low=0)
         require(self, "min_learning_rate_ratio", low=0, high=1)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from contract.import_path import import_object
 from envs.registry import make, resolve
+from vla_rl.stages.sft.batches import ShuffledBatches, ShuffledIndices
 
 TARGET_FRAMES_FILE = "target_frames.hdf5"
 
@@ -160,14 +161,11 @@ def frame_batch(frames: dict[str, Any], indices: Sequence[int], cameras: Sequenc
 
 def shuffled_frame_batches(
     frames: dict[str, Any], indices: Sequence[int], batch_size: int, cameras: Sequence[str], generator: torch.Generator
-) -> Iterator[dict[str, Any]]:
+) -> ShuffledBatches:
     """Endless batches of ``batch_size`` frames (fewer when ``indices`` is smaller), each epoch a new permutation."""
     indices = list(indices)
-    size = min(batch_size, len(indices))
-    while True:
-        order = torch.randperm(len(indices), generator=generator).tolist()
-        for start in range(0, len(order) - size + 1, size):
-            yield frame_batch(frames, [indices[i] for i in order[start : start + size]], cameras)
+    return ShuffledBatches(ShuffledIndices(len(indices), batch_size, generator),
+                           lambda order: frame_batch(frames, [indices[i] for i in order], cameras))  # fmt: skip
 
 
 class TargetRegression(nn.Module):
@@ -232,6 +230,14 @@ class TargetLoss:
         self.distance_of_mean = (
             float(np.linalg.norm(held_out_targets - train_targets.mean(0), axis=1).mean()) if self.valid_indices else None
         )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The head's weights and where the batches stand (what a resumed SFT run restores)."""
+        return {"head": self.head.state_dict(), "batches": self.batches.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.head.load_state_dict(state["head"])
+        self.batches.load_state_dict(state["batches"])
 
     def loss(self, policy: Any) -> torch.Tensor:
         batch = next(self.batches)

@@ -15,7 +15,9 @@
 4. every ``valid_every`` steps (and at the end) the mean loss on the ``valid`` split, with a fixed
    seed for the noise a diffusion or flow loss draws, so that the numbers are comparable; training
    stops early after ``early_stopping_patience`` validations without a new best;
-5. the best-validation policy goes to ``<output>/best``, the final one to ``<output>/last``
+5. every ``checkpoint_every`` steps the whole training state to ``<output>/checkpoint/``
+   (:mod:`vla_rl.stages.sft.checkpoint`), which a resumed run (``resume``) continues from exactly;
+6. the best-validation policy goes to ``<output>/best``, the final one to ``<output>/last``
    (``save_pretrained`` writes through a temporary name), metrics to ``<output>/sft_metrics.jsonl``;
    where the best validation loss still fell by more than ``UNDERTRAINED_DROP`` over the second half of
    training, a line says the policy is likely undertrained (:func:`second_half_drop`).
@@ -48,6 +50,7 @@ from contract.import_path import import_object
 from vla_rl.algos.lr_schedules import warmup_cosine_factor
 from vla_rl.runtime.device import resolve_device
 from vla_rl.stages.env_io import env_io_spec
+from vla_rl.stages.sft import checkpoint
 from vla_rl.stages.sft.batches import (
     DatasetError,
     augment_batch,
@@ -159,25 +162,40 @@ def validation_loss(policy: Any, dataset: ChunkDataset, batch_size: int, cameras
 
 
 class MetricsWriter:
-    """``sft_metrics.jsonl``: one JSON object per line, flushed at once (a crash keeps what was written)."""
+    """``sft_metrics.jsonl``: one JSON object per line, flushed at once (a crash keeps what was written).
 
-    def __init__(self, path: Path):
+    ``keep_bytes``: continue a resumed run's file after its first ``keep_bytes`` bytes (what it held at the
+    checkpoint); None starts a new file.
+    """
+
+    def __init__(self, path: Path, keep_bytes: int | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = path.open("w", encoding="utf-8")
+        if keep_bytes is None:
+            self._file = path.open("w", encoding="utf-8")
+        else:
+            with path.open("r+b") as file:
+                file.truncate(keep_bytes)
+            self._file = path.open("a", encoding="utf-8")
 
     def write(self, **record: Any) -> None:
         self._file.write(json.dumps({**record, "time": time.time()}) + "\n")
         self._file.flush()
 
+    @property
+    def size(self) -> int:
+        """Bytes written so far."""
+        return self._file.tell()
+
     def close(self) -> None:
         self._file.close()
 
 
-def run(plan: SFTPlan, run_dir: Path) -> SFTResult:
+def run(plan: SFTPlan, run_dir: Path, resume: bool = False) -> SFTResult:
     """The SFT stage as ``plan`` says, into ``run_dir`` (``vla-rl sft`` and the experiment's sft stage pass
-    ``sft.output``): :func:`run_sft`."""
-    return run_sft(plan.policy, plan.env.id, plan.env.kwargs, plan.dataset, run_dir, plan.sft, plan.seed)
+    ``sft.output``): :func:`run_sft`; ``resume`` (or ``sft.resume``) continues from its checkpoint."""
+    config = dataclasses.replace(plan.sft, resume=True) if resume else plan.sft
+    return run_sft(plan.policy, plan.env.id, plan.env.kwargs, plan.dataset, run_dir, config, plan.seed)
 
 
 def run_sft(
@@ -197,13 +215,14 @@ def run_sft(
         env_id, env_kwargs: the env whose spec (cameras, image size, state and action dims) the policy is
             built for; the demos must match it.
         dataset: the folder ``vla-rl collect`` wrote (or its ``demos.hdf5``), with ``stats.json`` beside it.
-        output_dir: receives ``best/``, ``last/`` and ``sft_metrics.jsonl``.
+        output_dir: receives ``best/``, ``last/``, ``sft_metrics.jsonl`` and, while training, ``checkpoint/``.
         sft_config: an :class:`SFTConfig` or its dict form (default: ``SFTConfig()``).
         seed: seeds the train/valid split, the policy's initialisation, the shuffling and the noise of the losses.
 
     Raises:
         MissingDatasetError: ``demos.hdf5`` or ``stats.json`` does not exist (run ``vla-rl collect``).
         DatasetError: the demos do not fit the policy (the message names the camera or dimension).
+        ConfigError: ``resume`` and the checkpoint was written with other settings (names them).
     """
     config = sft_config if isinstance(sft_config, SFTConfig) else SFTConfig.from_dict(sft_config or {})
     demos_path, stats_path = dataset_files(dataset)
@@ -267,16 +286,41 @@ def run_sft(
         augment_generator = torch.Generator().manual_seed(seed + 1)
         clip = float(config.grad_clip_norm) if config.grad_clip_norm else math.inf
 
-        metrics = stack.enter_context(contextlib.closing(MetricsWriter(output_dir / METRICS_FILE)))
-        train_losses: list[float] = []
-        valid_losses: list[tuple[int, float]] = []
-        best_valid, best_dir, validations_since_best = math.inf, None, 0
-        train_seconds, samples_seen = 0.0, 0
-        window: dict[str, float] = {"loss": 0.0, "target_loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0,
-                                    "steps": 0}  # fmt: skip
-        progress = tqdm(total=total_steps, desc="sft", unit="step", disable=not config.show_progress)
+        settings = checkpoint.fingerprint(config, policy_config, env_id, env_kwargs, demos_path, seed)
+        resumed = checkpoint.load_checkpoint(output_dir, settings) if config.resume else None
+        if resumed is None:
+            if config.resume:
+                print(f"sft: no checkpoint in {checkpoint.checkpoint_path(output_dir)}; training from the start")
+            checkpoint.delete_checkpoint(output_dir)  # a new run in an old folder must not resume the old one
+            done = {"step": 0, "train_losses": [], "valid_losses": [], "best_valid": math.inf, "best_saved": False,
+                    "validations_since_best": 0, "train_seconds": 0.0, "samples_seen": 0,
+                    "window": {"loss": 0.0, "target_loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0,
+                               "steps": 0}}  # fmt: skip
+        else:
+            policy.load_state_dict(resumed["policy"])
+            optimizer.load_state_dict(resumed["optimizer"])
+            schedule.load_state_dict(resumed["schedule"])
+            batches.load_state_dict(resumed["batches"])
+            augment_generator.set_state(resumed["augment_generator"])
+            if targets is not None:
+                targets.load_state_dict(resumed["targets"])
+            torch.set_rng_state(resumed["torch_rng"])
+            if device.type == "cuda":
+                torch.cuda.set_rng_state_all(resumed["cuda_rng"])
+            done = resumed["progress"]
+            print(f"sft: resumed from step {done['step']} ({checkpoint.checkpoint_path(output_dir)})")
+        metrics = stack.enter_context(contextlib.closing(
+            MetricsWriter(output_dir / METRICS_FILE, keep_bytes=None if resumed is None else done["metrics_bytes"])))
+        train_losses: list[float] = list(done["train_losses"])
+        valid_losses: list[tuple[int, float]] = [(int(step), float(loss)) for step, loss in done["valid_losses"]]
+        best_valid, validations_since_best = float(done["best_valid"]), int(done["validations_since_best"])
+        best_dir = output_dir / BEST_DIR if done["best_saved"] else None
+        train_seconds, samples_seen = float(done["train_seconds"]), int(done["samples_seen"])
+        window: dict[str, float] = dict(done["window"])
+        progress = tqdm(total=total_steps, initial=int(done["step"]), desc="sft", unit="step",
+                        disable=not config.show_progress)  # fmt: skip
         try:
-            for step in range(1, total_steps + 1):
+            for step in range(int(done["step"]) + 1, total_steps + 1):
                 step_started = time.perf_counter()
                 batch = next(batches)
                 if config.augment:
@@ -331,6 +375,22 @@ def run_sft(
                 else:
                     progress.set_postfix(loss=f"{loss_value:.4f}", refresh=False)
                 progress.update(1)
+
+                # 5. the resumable state
+                if config.checkpoint_every and step % config.checkpoint_every == 0 and step < total_steps:
+                    checkpoint.save_checkpoint(output_dir, {
+                        "fingerprint": settings, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                        "schedule": schedule.state_dict(), "batches": batches.state_dict(),
+                        "augment_generator": augment_generator.get_state(),
+                        "targets": targets.state_dict() if targets is not None else None,
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+                        "progress": {"step": step, "train_losses": train_losses, "valid_losses": valid_losses,
+                                     "best_valid": best_valid, "best_saved": best_dir is not None,
+                                     "validations_since_best": validations_since_best,
+                                     "train_seconds": train_seconds, "samples_seen": samples_seen,
+                                     "window": window, "metrics_bytes": metrics.size},
+                    })  # fmt: skip
         except KeyboardInterrupt:
             progress.close()
             saved = save_policy(policy, output_dir / LAST_DIR)
@@ -339,8 +399,9 @@ def run_sft(
         finally:
             progress.close()
 
-        # 5. the last policy and the summary
+        # 6. the last policy and the summary
         last_dir = save_policy(policy, output_dir / LAST_DIR)
+        checkpoint.delete_checkpoint(output_dir)
         samples_per_second = samples_seen / max(train_seconds, 1e-9)
         num_steps = len(train_losses)  # total_steps unless stopped early
         summary = {
