@@ -1,7 +1,8 @@
 """The resumable state of an SFT run: ``<output>/checkpoint/state.pt``, written every ``sft.checkpoint_every`` steps.
 
 It holds everything the next step depends on, so that a run resumed from it (``trainer.resume=true`` of
-`vla-rl train`, ``sft.resume=true`` of `vla-rl sft`) continues as the uninterrupted run would:
+`vla-rl train`, ``sft.resume=true`` of `vla-rl sft`) continues as the uninterrupted run would
+(:class:`TrainingState` saves and restores it):
 
 - the policy's weights (and the target head's), AdamW's moments, the learning-rate schedule's position;
 - every random generator: torch's global one (the noise of the diffusion and flow losses), the shuffling's
@@ -54,6 +55,47 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     for key, item in value.items():
         flat.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
     return flat
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """What an SFT step changes, and so what a checkpoint saves and a resumed run restores.
+
+    ``targets`` is the :class:`~vla_rl.stages.sft.target_frames.TargetLoss` or None; ``progress`` the loop's
+    bookkeeping (step, losses so far, best validation, metrics file length, ...), plain values.
+    """
+
+    policy: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    batches: Any
+    augment_generator: torch.Generator
+    targets: Any
+    device: torch.device
+
+    def capture(self, settings: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
+        """The checkpoint's contents: every piece of state, the run's :func:`fingerprint` and ``progress``."""
+        cuda = self.device.type == "cuda"
+        return {"fingerprint": settings, "progress": progress, "policy": self.policy.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+                "batches": self.batches.state_dict(), "augment_generator": self.augment_generator.get_state(),
+                "targets": self.targets.state_dict() if self.targets is not None else None,
+                "torch_rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state_all() if cuda else None}  # fmt: skip
+
+    def restore(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """Load what :meth:`capture` saved into the freshly built pieces; returns its ``progress``. Torch's
+        generators go last: building the pieces drew from them."""
+        self.policy.load_state_dict(saved["policy"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.schedule.load_state_dict(saved["schedule"])
+        self.batches.load_state_dict(saved["batches"])
+        self.augment_generator.set_state(saved["augment_generator"])
+        if self.targets is not None:
+            self.targets.load_state_dict(saved["targets"])
+        torch.set_rng_state(saved["torch_rng"])
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+        return saved["progress"]
 
 
 def save_checkpoint(output_dir: Path, state: dict[str, Any]) -> Path:

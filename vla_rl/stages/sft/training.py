@@ -287,6 +287,7 @@ def run_sft(
         clip = float(config.grad_clip_norm) if config.grad_clip_norm else math.inf
 
         settings = checkpoint.fingerprint(config, policy_config, env_id, env_kwargs, demos_path, seed)
+        state = checkpoint.TrainingState(policy, optimizer, schedule, batches, augment_generator, targets, device)
         resumed = checkpoint.load_checkpoint(output_dir, settings) if config.resume else None
         if resumed is None:
             if config.resume:
@@ -297,17 +298,7 @@ def run_sft(
                     "window": {"loss": 0.0, "target_loss": 0.0, "grad_norm": 0.0, "samples": 0, "seconds": 0.0,
                                "steps": 0}}  # fmt: skip
         else:
-            policy.load_state_dict(resumed["policy"])
-            optimizer.load_state_dict(resumed["optimizer"])
-            schedule.load_state_dict(resumed["schedule"])
-            batches.load_state_dict(resumed["batches"])
-            augment_generator.set_state(resumed["augment_generator"])
-            if targets is not None:
-                targets.load_state_dict(resumed["targets"])
-            torch.set_rng_state(resumed["torch_rng"])
-            if device.type == "cuda":
-                torch.cuda.set_rng_state_all(resumed["cuda_rng"])
-            done = resumed["progress"]
+            done = state.restore(resumed)
             print(f"sft: resumed from step {done['step']} ({checkpoint.checkpoint_path(output_dir)})")
         metrics = stack.enter_context(contextlib.closing(
             MetricsWriter(output_dir / METRICS_FILE, keep_bytes=None if resumed is None else done["metrics_bytes"])))
@@ -378,19 +369,11 @@ def run_sft(
 
                 # 5. the resumable state
                 if config.checkpoint_every and step % config.checkpoint_every == 0 and step < total_steps:
-                    checkpoint.save_checkpoint(output_dir, {
-                        "fingerprint": settings, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                        "schedule": schedule.state_dict(), "batches": batches.state_dict(),
-                        "augment_generator": augment_generator.get_state(),
-                        "targets": targets.state_dict() if targets is not None else None,
-                        "torch_rng": torch.get_rng_state(),
-                        "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-                        "progress": {"step": step, "train_losses": train_losses, "valid_losses": valid_losses,
-                                     "best_valid": best_valid, "best_saved": best_dir is not None,
-                                     "validations_since_best": validations_since_best,
-                                     "train_seconds": train_seconds, "samples_seen": samples_seen,
-                                     "window": window, "metrics_bytes": metrics.size},
-                    })  # fmt: skip
+                    checkpoint.save_checkpoint(output_dir, state.capture(settings, {
+                        "step": step, "train_losses": train_losses, "valid_losses": valid_losses,
+                        "best_valid": best_valid, "best_saved": best_dir is not None,
+                        "validations_since_best": validations_since_best, "train_seconds": train_seconds,
+                        "samples_seen": samples_seen, "window": window, "metrics_bytes": metrics.size}))  # fmt: skip
         except KeyboardInterrupt:
             progress.close()
             saved = save_policy(policy, output_dir / LAST_DIR)
