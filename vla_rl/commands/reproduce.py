@@ -39,8 +39,8 @@ def uninterrupted_argv(record: dict[str, Any]) -> list[str]:
     """The command line that reruns a run, resumed or not, as one uninterrupted run.
 
     A run continued with ``trainer.resume=true`` (``sft.resume=true`` for `vla-rl sft`) keeps the records of its
-    earlier parts (``resumed_from``). Resuming is exact, so when every part ran the same command (the resume aside) on the same code, the
-    uninterrupted command reproduces the whole run. The parts' run folders may differ (a folder moved or copied
+    earlier parts (``resumed_from``). Resuming is exact, so when every part ran the same command (the resume
+    aside) on the same code, the uninterrupted command reproduces the whole run. The parts' run folders may differ (a folder moved or copied
     between them); the rerun names its own.
 
     Raises:
