@@ -16,7 +16,7 @@ from contract.config_reader import FieldError, read_dataclass
 from vla_rl.config.env import EnvConfig, env_kwargs, read_env_section, remote_env_config, resolve_tasks
 from vla_rl.config.errors import ConfigError
 
-__all__ = ["REPO_ROOT", "ConfigError", "EnvConfig", "env_kwargs", "read_env_section", "read_section",
+__all__ = ["REPO_ROOT", "ConfigError", "EnvConfig", "dotted_leaves", "env_kwargs", "read_env_section", "read_section",
            "remote_env_config", "resolve_tasks"]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,3 +36,13 @@ def read_section(cfg: DictConfig, key: str, cls: type) -> Any:
         raise ConfigError(error.message()) from None
     except (TypeError, ValueError) as error:
         raise ConfigError(f"'{key}': {error}") from None
+
+
+def dotted_leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """The leaves of nested dicts under dotted keys (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; an empty dict has none)."""
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(dotted_leaves(value, f"{prefix}{key}."))
+    return flat

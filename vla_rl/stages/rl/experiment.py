@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 import policies  # noqa: F401
 from envs.registry import make
 from envs.remote.client import worker_factory
-from vla_rl.config import ConfigError, EnvConfig
+from vla_rl.config import ConfigError, EnvConfig, dotted_leaves
 from vla_rl.runtime.ray_cluster import init_ray
 from vla_rl.runtime.run_record import RECORD_FILE
 from vla_rl.stages.env_io import env_io_spec
@@ -95,23 +95,13 @@ def statistics_from_bounds(io_spec: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted keys of the leaves (an empty dict has none)."""
-    if not isinstance(tree, dict):
-        return {prefix.rstrip("."): tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
-    return flat
-
-
 def policy_config_differences(loaded: dict[str, Any], requested: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``policy.<key>`` -> (loaded value, requested value) where the requested policy section says otherwise.
 
     Keys only the loaded config holds (defaults its schema filled in) are no difference; ``"<unset>"`` marks a
     key the loaded config lacks.
     """
-    loaded_flat, requested_flat = _flatten(loaded), _flatten(requested)
+    loaded_flat, requested_flat = dotted_leaves(loaded), dotted_leaves(requested)
     return {
         f"policy.{key}": (loaded_flat.get(key, "<unset>"), value)
         for key, value in requested_flat.items()

@@ -130,12 +130,13 @@ class ShuffledIndices:
         return batch
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch_start": self._epoch_start.clone(), "position": self._position, "started": bool(self._order)}
+        return {"epoch_start": self._epoch_start.clone(), "position": self._position}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._epoch_start = state["epoch_start"].clone()
         self.generator.set_state(self._epoch_start)
-        self._order = torch.randperm(self.count, generator=self.generator).tolist() if state["started"] else []
+        # before the first batch too: the permutation drawn now is the one the first batch would have drawn
+        self._order = torch.randperm(self.count, generator=self.generator).tolist()
         self._position = int(state["position"])
 
 

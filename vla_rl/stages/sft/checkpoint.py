@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +25,8 @@ from typing import Any
 
 import torch
 
-from vla_rl.config import ConfigError
+from vla_rl.config import ConfigError, dotted_leaves
+from vla_rl.runtime.files import write_atomic
 from vla_rl.stages.sft.config import SFTConfig
 
 CHECKPOINT_DIR = "checkpoint"
@@ -46,15 +46,6 @@ def fingerprint(config: SFTConfig, policy_config: Mapping[str, Any], env_id: str
     settings = {"sft": sft, "policy": dict(policy_config), "env": {"id": env_id, "kwargs": dict(env_kwargs)},
                 "dataset": str(dataset), "seed": seed}  # fmt: skip
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(value, dict):
-        return {prefix: value}
-    flat: dict[str, Any] = {}
-    for key, item in value.items():
-        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
-    return flat
 
 
 @dataclasses.dataclass
@@ -100,12 +91,7 @@ class TrainingState:
 
 def save_checkpoint(output_dir: Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (tensors, numbers, strings, lists and dicts of them) to :func:`checkpoint_path`."""
-    path = checkpoint_path(output_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{STATE_FILE}.tmp")
-    torch.save(state, temporary)
-    os.replace(temporary, path)
-    return path
+    return write_atomic(checkpoint_path(output_dir), lambda staging: torch.save(state, staging))
 
 
 def load_checkpoint(output_dir: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
@@ -118,7 +104,7 @@ def load_checkpoint(output_dir: Path, expected: dict[str, Any]) -> dict[str, Any
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=True)
-    written, wanted = _flatten(state["fingerprint"]), _flatten(expected)
+    written, wanted = dotted_leaves(state["fingerprint"]), dotted_leaves(expected)
     differing = sorted(key for key in written.keys() | wanted.keys() if written.get(key) != wanted.get(key))
     if differing:
         shown = ", ".join(f"{key}={written.get(key)!r} (now {wanted.get(key)!r})" for key in differing[:3])
